@@ -1,0 +1,76 @@
+"""The contract between the engine and a rule type.
+
+A rule's per-key state is an immutable tuple whose first element is the key's next timer (epoch ms)
+or ``None``. Keeping the timer in a fixed slot lets the engine find due timers without asking the
+rule, and keeps state plain data that pickles into one blob per Spark grouping key.
+
+Handlers return the new state, or ``None`` to forget the key for this rule. They never read a clock:
+time comes in as arguments.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+State = tuple[Any, ...]
+Record = dict[str, object]
+
+
+class FieldProblem(Exception):
+    """An input field a rule needs is missing or has the wrong type (becomes a dead letter)."""
+
+    def __init__(self, field: str, expected: str, got: object) -> None:
+        super().__init__(field, expected, got)
+        self.field = field
+        self.expected = expected
+        self.got = got
+
+
+_MISSING = object()
+
+
+def describe(value: object) -> str:
+    """How a dead-letter reason shows what came."""
+    if value is _MISSING:
+        return "nothing (field missing)"
+    return f"{value!r} ({type(value).__name__})"
+
+
+def require_key(obj: dict[str, Any], field: str) -> str:
+    """A grouping key: a string or an integer (booleans are not keys)."""
+    value = obj.get(field, _MISSING)
+    if type(value) is str:
+        return value
+    if type(value) is int:
+        return str(value)
+    raise FieldProblem(field, "a string or an integer", describe(value))
+
+
+def require_positive_int(obj: dict[str, Any], field: str) -> int:
+    value = obj.get(field, _MISSING)
+    if type(value) is int and value >= 1:
+        return value
+    raise FieldProblem(field, "an integer >= 1", describe(value))
+
+
+class RuleLogic(ABC):
+    """Running logic of one rule definition (immutable; all per-key data lives in the state tuple)."""
+
+    rule_id: str
+    key_field: str
+    event_types: tuple[str, ...]
+
+    @abstractmethod
+    def extract(self, event_type: str, obj: dict[str, Any]) -> object:
+        """Validate and keep only what this rule needs of an event; raise :class:`FieldProblem`."""
+
+    @abstractmethod
+    def on_event(
+        self, state: State | None, time: int, event_type: str, value: Any, key: str, out: list[Record]
+    ) -> State | None:
+        """Handle one event in event-time order; append output records to ``out``."""
+
+    @abstractmethod
+    def on_timer(self, state: State, time: int, key: str, out: list[Record]) -> State | None:
+        """The key's timer (``state[0]``) fired at ``time``."""

@@ -1,0 +1,174 @@
+"""A compiled rule set: rule logic objects, routing tables, and the decoding of input lines.
+
+Events are keyed once per *grouping field* (``order_number``, ``device_id``, ...), not once per rule:
+all rules that group by the same field share one buffer per key value. The index of a grouping field
+in :attr:`Program.key_fields` is its *keyset*; keyset ``-1`` marks a row Spark could not route.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from sparkcep.core.completion import CompletionLogic
+from sparkcep.core.inactivity import InactivityLogic
+from sparkcep.core.logic import FieldProblem, RuleLogic, describe, require_key
+from sparkcep.errors import EventTimeError
+from sparkcep.rules.model import CompletionRule, RuleSet
+from sparkcep.timeutil import parse_event_time
+
+UNROUTED = -1
+# Lines carrying this field are the engine's own control records (end-of-input flush), never events.
+CONTROL_FIELD = "__sparkcep_control__"
+
+# A buffered event: (time, event id, crc32 of the line, event type, ((rule index, extracted value), ...)).
+# The first three elements are the tie-break order: independent of how input was split or shuffled.
+Event = tuple[int, str, int, str, tuple[tuple[int, Any], ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """One input line read for one keyset: the event (or None) and the reasons it was refused."""
+
+    key: str | None
+    event: Event | None
+    dead: tuple[str, ...]
+
+
+def _logic_for(rule: object) -> RuleLogic:
+    if isinstance(rule, CompletionRule):
+        return CompletionLogic(rule)
+    from sparkcep.rules.model import InactivityRule
+
+    assert isinstance(rule, InactivityRule)
+    return InactivityLogic(rule)
+
+
+class Program:
+    """Everything the engine needs to evaluate a rule set; immutable and cheap to rebuild."""
+
+    def __init__(self, rules: RuleSet) -> None:
+        self.rules = rules
+        self.time_field = rules.input.time_field
+        self.type_field = rules.input.type_field
+        self.id_field = rules.input.id_field
+        self.logics: tuple[RuleLogic, ...] = tuple(_logic_for(rule) for rule in rules.rules)
+        self.key_fields: tuple[str, ...] = rules.key_fields()
+        # (keyset, event type) -> indexes of the rules that consume it, in rule order
+        routes: dict[tuple[int, str], list[int]] = {}
+        for index, logic in enumerate(self.logics):
+            keyset = self.key_fields.index(logic.key_field)
+            for event_type in logic.event_types:
+                routes.setdefault((keyset, event_type), []).append(index)
+        self.routes: dict[tuple[int, str], tuple[int, ...]] = {k: tuple(v) for k, v in routes.items()}
+        self.event_types: frozenset[str] = frozenset(t for _, t in self.routes)
+
+    def keyset_types(self, keyset: int) -> tuple[str, ...]:
+        """Event types routed to a keyset (what the Spark side filters on)."""
+        return tuple(sorted(t for (ks, t) in self.routes if ks == keyset))
+
+    # -- decoding ---------------------------------------------------------------------------------
+
+    def parse_line(self, line: str) -> tuple[dict[str, Any] | None, int, str, str, str | None]:  # noqa: PLR0911 - one exit per validation step
+        """``(object, time, event type, event id, reason)``; ``reason`` is set when the line is unusable."""
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            return None, 0, "", "", f"malformed JSON: {exc}"
+        if type(obj) is not dict:
+            return None, 0, "", "", f"expected a JSON object, got {type(obj).__name__}"
+        if CONTROL_FIELD in obj:
+            return obj, 0, "", "", None
+        raw_time = obj.get(self.time_field)
+        if raw_time is None and self.time_field not in obj:
+            return None, 0, "", "", f"field {self.time_field!r}: expected event time, got nothing (field missing)"
+        try:
+            time = parse_event_time(raw_time)
+        except EventTimeError:
+            return (
+                None,
+                0,
+                "",
+                "",
+                (
+                    f"field {self.time_field!r}: expected ISO-8601 text or integer epoch milliseconds, "
+                    f"got {describe(raw_time)}"
+                ),
+            )
+        event_type = obj.get(self.type_field)
+        if type(event_type) is not str:
+            shown = describe(event_type) if self.type_field in obj else "nothing (field missing)"
+            return None, 0, "", "", f"field {self.type_field!r}: expected the event type as a string, got {shown}"
+        if event_type not in self.event_types:
+            known = ", ".join(sorted(self.event_types))
+            return None, 0, "", "", f"no rule consumes event_type {event_type!r} (rules consume: {known})"
+        raw_id = obj.get(self.id_field)
+        if raw_id is None and self.id_field not in obj:
+            event_id = ""
+        elif type(raw_id) is str:
+            event_id = raw_id
+        elif type(raw_id) is int:
+            event_id = str(raw_id)
+        else:
+            return None, 0, "", "", f"field {self.id_field!r}: expected a string or an integer, got {describe(raw_id)}"
+        return obj, time, event_type, event_id, None
+
+    def decode(self, line: str, keyset: int) -> Decoded:
+        """Read ``line`` as an event of ``keyset``. Every refusal carries a reason naming rule and field."""
+        obj, time, event_type, event_id, reason = self.parse_line(line)
+        if reason is not None:
+            return Decoded(None, None, (reason,))
+        assert obj is not None
+        if CONTROL_FIELD in obj:
+            return Decoded(None, None, ())
+        if keyset == UNROUTED:
+            return Decoded(None, None, self._unrouted_reasons(obj, event_type))
+        rule_indexes = self.routes.get((keyset, event_type), ())
+        key_field = self.key_fields[keyset]
+        try:
+            key = require_key(obj, key_field)
+        except FieldProblem as problem:
+            return Decoded(None, None, tuple(self._reason(i, problem) for i in rule_indexes))
+        values: list[tuple[int, Any]] = []
+        dead: list[str] = []
+        for index in rule_indexes:
+            try:
+                values.append((index, self.logics[index].extract(event_type, obj)))
+            except FieldProblem as problem:
+                dead.append(self._reason(index, problem))
+        if not values:
+            return Decoded(key, None, tuple(dead))
+        crc = zlib.crc32(line.encode("utf-8"))
+        return Decoded(key, (time, event_id, crc, event_type, tuple(values)), tuple(dead))
+
+    def route(self, line: str) -> list[tuple[int, str]]:
+        """Python twin of the Spark-side routing: ``(keyset, key)`` pairs, or ``[(-1, "")]``."""
+        obj, _time, event_type, _event_id, reason = self.parse_line(line)
+        if reason is not None or obj is None or CONTROL_FIELD in obj:
+            return [(UNROUTED, "")]
+        out: list[tuple[int, str]] = []
+        for keyset, field in enumerate(self.key_fields):
+            if (keyset, event_type) in self.routes:
+                value = obj.get(field)
+                if type(value) is str or type(value) is int:
+                    out.append((keyset, str(value)))
+        return out or [(UNROUTED, "")]
+
+    def _unrouted_reasons(self, obj: dict[str, Any], event_type: str) -> tuple[str, ...]:
+        reasons: list[str] = []
+        for keyset, field in enumerate(self.key_fields):
+            for index in self.routes.get((keyset, event_type), ()):
+                try:
+                    require_key(obj, field)
+                except FieldProblem as problem:
+                    reasons.append(self._reason(index, problem))
+        if not reasons:
+            reasons.append("the event could not be routed to a key (Spark's JSON reader did not read its key)")
+        return tuple(reasons)
+
+    def _reason(self, rule_index: int, problem: FieldProblem) -> str:
+        rule_id = self.logics[rule_index].rule_id
+        return f"rule {rule_id!r}, field {problem.field!r}: expected {problem.expected}, got {problem.got}"

@@ -1,0 +1,46 @@
+"""Exceptions raised by sparkcep.
+
+Every error the package raises on purpose derives from :class:`SparkcepError`::
+
+    SparkcepError
+    ├── RuleError            a rule file or rule definition is invalid (names rule, field, expected, got)
+    ├── DurationError        a duration string such as "7d" or "30m" cannot be read
+    ├── EventTimeError       an event's time field cannot be read as event time
+    ├── EnvironmentProblem   the machine lacks something sparkcep needs (Java 17/21, ...)
+    └── CheckpointMismatch   a checkpoint was written with settings that differ from this run's
+
+Bad *input events* never raise: they become dead-letter records with a reason.
+"""
+
+from __future__ import annotations
+
+
+class SparkcepError(Exception):
+    """Root of every error sparkcep raises on purpose."""
+
+
+class RuleError(SparkcepError):
+    """A rule is invalid. The message names the rule, the field, what was expected and what came."""
+
+    def __init__(self, rule_id: str, field: str, expected: str, got: object) -> None:
+        self.rule_id = rule_id
+        self.field = field
+        self.expected = expected
+        self.got = got
+        super().__init__(f"rule {rule_id!r}, field {field!r}: expected {expected}, got {got!r}")
+
+
+class DurationError(SparkcepError, ValueError):
+    """A duration such as ``"30m"`` could not be parsed."""
+
+
+class EventTimeError(SparkcepError, ValueError):
+    """An event-time value is neither ISO-8601 nor integer epoch milliseconds."""
+
+
+class EnvironmentProblem(SparkcepError):
+    """Something outside Python that sparkcep needs is missing; the message says how to install it."""
+
+
+class CheckpointMismatch(SparkcepError):
+    """A checkpoint belongs to a run with incompatible settings (bucket count, rules)."""

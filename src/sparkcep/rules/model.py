@@ -1,0 +1,213 @@
+"""Rule definitions: immutable, validated data parsed from a JSON rule file.
+
+A rule file looks like::
+
+    {
+      "input": {"time_field": "occurred_at", "type_field": "event_type", "id_field": "event_id"},
+      "rules": [
+        {"id": "order-fulfilment", "type": "completion", "key": "order_number",
+         "start_event": "ORDER_CREATED", "step_event": "PARCEL_SHIPPED", "distinct_by": "parcel_id",
+         "count_field": "parcels_to_ship", "deadline": "7d",
+         "completed_event": "ALL_PARCELS_SHIPPED", "timeout_event": "THRESHOLD_EXCEEDED",
+         "progress_field": "parcels_shipped"},
+        {"id": "device-offline", "type": "inactivity", "key": "device_id", "event_types": ["TRACK"],
+         "timeout": "30m", "offline_event": "DEVICE_OFFLINE", "online_event": "DEVICE_ONLINE"}
+      ]
+    }
+
+Definitions carry no running state; per-key state lives in the core and is plain data.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from sparkcep.errors import DurationError, RuleError
+from sparkcep.timeutil import parse_duration
+
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
+# Output names become directories under OUTPUT/; names starting with "_" are reserved for
+# _deadletter, _late and _errors.
+_OUTPUT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _duration_ms(value: object) -> int:
+    if isinstance(value, str | int) and not isinstance(value, bool):
+        ms = parse_duration(value)
+        if ms <= 0:
+            raise DurationError(f"expected a positive duration, got {value!r}")
+        return ms
+    raise DurationError(f"expected a duration such as '30m' or '7d', got {value!r}")
+
+
+class InputSpec(_Frozen):
+    """Where the engine finds event time, event type and event id in every input record."""
+
+    time_field: str = "occurred_at"
+    type_field: str = "event_type"
+    id_field: str = "event_id"
+
+
+class CompletionRule(_Frozen):
+    """A business process per key: a start event announces how many distinct steps complete it.
+
+    Emits ``completed_event`` when the distinct steps inside ``[start, start + deadline]`` reach the
+    count taken from the start event, otherwise ``timeout_event`` at the deadline.
+    """
+
+    type: Literal["completion"]
+    id: str
+    key: str
+    start_event: str
+    step_event: str
+    distinct_by: str
+    count_field: str
+    deadline_ms: int = Field(alias="deadline")
+    completed_event: str
+    timeout_event: str
+    progress_field: str = "steps_counted"
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    _deadline = field_validator("deadline_ms", mode="before")(_duration_ms)
+
+    @property
+    def event_types(self) -> tuple[str, ...]:
+        return (self.start_event, self.step_event)
+
+    @property
+    def output_types(self) -> tuple[str, ...]:
+        return (self.completed_event, self.timeout_event)
+
+
+class InactivityRule(_Frozen):
+    """Per key: ``offline_event`` after ``timeout`` of event time without events, ``online_event`` when
+    an offline key sends again."""
+
+    type: Literal["inactivity"]
+    id: str
+    key: str
+    event_types_: tuple[str, ...] = Field(alias="event_types", min_length=1)
+    timeout_ms: int = Field(alias="timeout")
+    offline_event: str
+    online_event: str
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    _timeout = field_validator("timeout_ms", mode="before")(_duration_ms)
+
+    @property
+    def event_types(self) -> tuple[str, ...]:
+        return self.event_types_
+
+    @property
+    def output_types(self) -> tuple[str, ...]:
+        return (self.offline_event, self.online_event)
+
+
+Rule = Annotated[CompletionRule | InactivityRule, Field(discriminator="type")]
+
+
+class RuleSet(_Frozen):
+    """Everything one run evaluates: the input layout and the rules."""
+
+    input: InputSpec = InputSpec()
+    rules: tuple[Rule, ...] = Field(min_length=1)
+
+    def to_json(self) -> str:
+        """A canonical JSON form (also what the Spark processor ships to executors)."""
+        return json.dumps(self.model_dump(mode="json", by_alias=True), sort_keys=True)
+
+    def key_fields(self) -> tuple[str, ...]:
+        """Distinct grouping fields, in first-seen order: the engine keys each event once per field."""
+        seen: dict[str, None] = {}
+        for rule in self.rules:
+            seen.setdefault(rule.key, None)
+        return tuple(seen)
+
+
+def _rule_label(raw: Any, index: int) -> str:
+    if isinstance(raw, dict) and isinstance(raw.get("id"), str):
+        return str(raw["id"])
+    return f"#{index + 1}"
+
+
+def _check_semantics(rules: RuleSet) -> None:
+    seen_ids: set[str] = set()
+    outputs: dict[str, str] = {}
+    for rule in rules.rules:
+        if not _NAME.match(rule.id):
+            raise RuleError(rule.id, "id", "letters, digits, '_', '.', '-' starting with a letter", rule.id)
+        if rule.id in seen_ids:
+            raise RuleError(rule.id, "id", "an id used by no other rule", rule.id)
+        seen_ids.add(rule.id)
+        for field_name, value in (("key", rule.key),):
+            if not value:
+                raise RuleError(rule.id, field_name, "a non-empty field name", value)
+        for name in rule.output_types:
+            if not _OUTPUT_NAME.match(name):
+                raise RuleError(rule.id, "output event", "a name of letters, digits, '_' or '-'", name)
+            owner = outputs.setdefault(name, rule.id)
+            if owner != rule.id:
+                raise RuleError(rule.id, "output event", f"a name not already produced by {owner!r}", name)
+        if isinstance(rule, CompletionRule) and rule.start_event == rule.step_event:
+            raise RuleError(rule.id, "step_event", "an event type different from start_event", rule.step_event)
+        if len(set(rule.output_types)) != len(rule.output_types):
+            raise RuleError(rule.id, "output event", "two different output names", rule.output_types)
+
+
+def parse_rules(raw: Any) -> RuleSet:
+    """Validate a decoded rule document; errors name the rule, the field, what was expected and what came."""
+    if not isinstance(raw, dict):
+        raise RuleError("<file>", "<top level>", "an object with 'rules'", type(raw).__name__)
+    try:
+        rules = RuleSet.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = list(first["loc"])
+        rule_label = "<file>"
+        if len(loc) >= 2 and loc[0] == "rules" and isinstance(loc[1], int):
+            items = raw.get("rules")
+            item = items[loc[1]] if isinstance(items, list) and loc[1] < len(items) else None
+            rule_label = _rule_label(item, loc[1])
+            loc = loc[2:]
+            # pydantic puts the union tag (e.g. "completion") in the path; it is not a field
+            if loc and isinstance(item, dict) and loc[0] == item.get("type"):
+                loc = loc[1:]
+        field = ".".join(str(part) for part in loc) or "<rule>"
+        got = first.get("input")
+        expected = first["msg"]
+        if first["type"] == "missing":
+            expected, got = "a value (the field is required)", None
+        elif first["type"] == "value_error":
+            # our validators say what they expected; drop pydantic's prefix and our own "got"
+            expected = str(first["msg"]).removeprefix("Value error, ").split(", got ")[0]
+            expected = expected.removeprefix("expected ")
+        elif first["type"] == "union_tag_invalid":
+            expected, got, field = (
+                "type 'completion' or 'inactivity'",
+                got.get("type") if isinstance(got, dict) else got,
+                "type",
+            )
+        raise RuleError(rule_label, field, expected, got) from None
+    _check_semantics(rules)
+    return rules
+
+
+def load_rules(path: str | Path) -> RuleSet:
+    """Read and validate a JSON rule file."""
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RuleError("<file>", str(path), "valid JSON", f"{exc.msg} at line {exc.lineno}") from None
+    return parse_rules(raw)

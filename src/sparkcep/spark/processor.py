@@ -1,0 +1,137 @@
+"""The stateful processor: per bucket and micro-batch it reads state once, calls the core, writes state
+once and reconciles the bucket's single timer.
+
+PySpark 4.3 facts this is built around (see docs/semantics.md):
+- all rows of a bucket arrive unsorted in one ``handleInputRows`` call, before the batch's timers;
+- the watermark moves only between micro-batches; a timer fires once the watermark reaches it;
+- every state call is a round trip to the JVM, so a bucket carries thousands of engine keys in one blob.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import lru_cache
+from typing import Any
+
+import orjson
+import pandas as pd
+from pyspark.sql.streaming.stateful_processor import (
+    ExpiredTimerInfo,
+    StatefulProcessor,
+    StatefulProcessorHandle,
+    TimerValues,
+)
+from pyspark.sql.types import BinaryType, StructField, StructType
+
+from sparkcep.core.engine import NO_WATERMARK, BatchResult, BucketState, Engine, dead_record, late_record
+from sparkcep.core.program import Program
+from sparkcep.rules.model import RuleSet
+
+OUTPUT_SCHEMA = "kind string, name string, time long, payload string"
+STATE_SCHEMA = StructType([StructField("blob", BinaryType(), True)])
+
+KIND_OUTPUT = "out"
+KIND_LATE = "late"
+KIND_DEAD = "dead"
+KIND_METRIC = "metric"
+
+
+@lru_cache(maxsize=8)
+def _engine_for(rules_json: str) -> Engine:
+    # init() runs per task and micro-batch: compile a rule set once per Python worker, not per batch.
+    return Engine(Program(RuleSet.model_validate_json(rules_json)))
+
+
+def result_frame(result: BatchResult, program: Program, watermark: int, state: BucketState, blob: int) -> Any:
+    """The rows one handler call emits: outputs, late and dead-letter records, and one metrics row."""
+    kinds: list[str] = []
+    names: list[str] = []
+    times: list[int] = []
+    payloads: list[str] = []
+    for record in result.outputs:
+        kinds.append(KIND_OUTPUT)
+        names.append(str(record["event_type"]))
+        times.append(0)
+        payloads.append(orjson.dumps(record).decode())
+    for line, keyset, key, time in result.late:
+        kinds.append(KIND_LATE)
+        names.append("_late")
+        times.append(time)
+        payloads.append(orjson.dumps(late_record(line, program.key_fields[keyset], key, time, watermark)).decode())
+    for line, reason in result.dead:
+        kinds.append(KIND_DEAD)
+        names.append("_deadletter")
+        times.append(0)
+        payloads.append(orjson.dumps(dead_record(line, reason)).decode())
+    metric = {
+        "rows": result.rows,
+        "accepted": result.accepted,
+        "late": len(result.late),
+        "dead": len(result.dead),
+        "outputs": len(result.outputs),
+        "max_event_time": result.max_event_time,
+        "keys": len(state.keys),
+        "buffered": state.buffered_events(),
+        "state_bytes": blob,
+    }
+    kinds.append(KIND_METRIC)
+    names.append("_metric")
+    times.append(result.max_event_time if result.max_event_time is not None else -1)
+    payloads.append(orjson.dumps(metric).decode())
+    return pd.DataFrame({"kind": kinds, "name": names, "time": times, "payload": payloads})
+
+
+class EngineProcessor(StatefulProcessor):
+    """Spark grouping key = bucket; state = one :class:`BucketState` blob; one timer per bucket."""
+
+    def __init__(self, rules_json: str) -> None:
+        self._rules_json = rules_json
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self._handle = handle
+        self._state = handle.getValueState("bucket", STATE_SCHEMA)
+        self._engine = _engine_for(self._rules_json)
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:
+        pairs: list[tuple[int, str]] = []
+        for frame in rows:
+            pairs.extend(zip(frame["keyset"].tolist(), frame["line"].tolist(), strict=True))
+        yield self._run(pairs, timerValues, fired=None)
+
+    def handleExpiredTimer(
+        self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
+    ) -> Iterator[Any]:
+        yield self._run([], timerValues, fired=expiredTimerInfo.getExpiryTimeInMs())
+
+    def close(self) -> None:
+        pass
+
+    def _run(self, pairs: list[tuple[int, str]], timer_values: TimerValues, fired: int | None) -> Any:
+        spark_watermark = timer_values.getCurrentWatermarkInMs()
+        # Spark reports 0 until the first watermark exists.
+        watermark = spark_watermark if spark_watermark > 0 else NO_WATERMARK
+        stored = self._state.get() if self._state.exists() else None
+        state = BucketState.from_bytes(stored[0]) if stored is not None else BucketState()
+        if fired is not None and state.registered_timer == fired:
+            state.registered_timer = None  # Spark deletes a fired timer itself
+        result = self._engine.process(state, pairs, watermark)
+        self._reconcile_timer(state)
+        blob_size = 0
+        if state.keys:
+            blob = state.to_bytes()
+            blob_size = len(blob)
+            self._state.update((blob,))
+        elif stored is not None:
+            self._state.clear()
+        return result_frame(result, self._engine.program, watermark, state, blob_size)
+
+    def _reconcile_timer(self, state: BucketState) -> None:
+        wake = state.next_wakeup()
+        if wake == state.registered_timer:
+            return
+        if state.registered_timer is not None:
+            # Also drops a timer that would fire later in this batch: the input call already advanced.
+            self._handle.deleteTimer(state.registered_timer)
+        if wake is not None:
+            self._handle.registerTimer(wake)
+        state.registered_timer = wake

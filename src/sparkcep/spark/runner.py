@@ -1,0 +1,193 @@
+"""``sparkcep run``: start the streaming query, and for a bounded run, finish it in event time.
+
+A bounded run (``until_caught_up``) has two phases. Phase one processes every file present. Phase two
+writes one control record whose event time is the largest accepted event time plus the watermark delay
+into the checkpoint's control stream and processes it, which moves the watermark exactly to that
+largest event time: every timer at or before it fires, later ones do not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import signal
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from sparkcep.core.program import CONTROL_FIELD, Program
+from sparkcep.errors import CheckpointMismatch
+from sparkcep.rules.model import RuleSet
+from sparkcep.spark.query import QuerySpec, build_stream
+from sparkcep.spark.sink import DEADLETTER_DIR, LATE_DIR, FileSink, read_metrics, write_atomically
+from sparkcep.timeutil import format_iso
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    input_dir: Path
+    output_dir: Path
+    checkpoint_dir: Path
+    watermark_delay_ms: int = 5_000
+    buckets: int = 32
+    max_files_per_trigger: int = 1
+    trigger_interval: str | None = None  # None: process what is there and stop (bounded run)
+
+
+@dataclass
+class RunSummary:
+    batches: int
+    rows: int
+    accepted: int
+    late: int
+    dead_letters: int
+    outputs: dict[str, int]
+    max_event_time: str | None
+    state_keys: int
+    buffered_events: int
+    state_bytes: int
+    seconds: float
+    output_dir: str
+    paths: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Pipeline:
+    """One rule set over one input directory, with its checkpoint and outputs."""
+
+    def __init__(self, spark: SparkSession, rules: RuleSet, config: RunConfig) -> None:
+        self.spark = spark
+        self.rules = rules
+        self.program = Program(rules)
+        self.config = config
+        self._state_dir = config.checkpoint_dir / "sparkcep"
+        self.control_dir = self._state_dir / "control"
+        self.metrics_dir = self._state_dir / "metrics"
+        self._query_checkpoint = config.checkpoint_dir / "query"
+
+    # -- checkpoint identity -----------------------------------------------------------------------
+
+    def _check_checkpoint(self) -> None:
+        """Refuse to resume a checkpoint whose state layout differs from this run's."""
+        identity = {
+            "buckets": self.config.buckets,
+            "key_fields": list(self.program.key_fields),
+            "time_field": self.program.time_field,
+        }
+        path = self._state_dir / "run.json"
+        if path.exists():
+            stored = json.loads(path.read_text(encoding="utf-8"))
+            for name, value in identity.items():
+                if stored.get(name) != value:
+                    raise CheckpointMismatch(
+                        f"checkpoint {self.config.checkpoint_dir} was written with {name}={stored.get(name)!r}, "
+                        f"this run has {name}={value!r}; use a new checkpoint directory"
+                    )
+        self.control_dir.mkdir(parents=True, exist_ok=True)
+        rules_hash = hashlib.sha256(self.rules.to_json().encode()).hexdigest()[:16]
+        write_atomically(path, json.dumps({**identity, "rules_sha256": rules_hash}, indent=1))
+
+    # -- running ------------------------------------------------------------------------------------
+
+    def start(self, available_now: bool) -> StreamingQuery:
+        self._check_checkpoint()
+        spec = QuerySpec(
+            input_dir=str(self.config.input_dir),
+            control_dir=str(self.control_dir),
+            watermark_delay_ms=self.config.watermark_delay_ms,
+            buckets=self.config.buckets,
+            max_files_per_trigger=self.config.max_files_per_trigger,
+        )
+        stream = build_stream(self.spark, self.program, spec)
+        writer = stream.writeStream.foreachBatch(FileSink(self.config.output_dir, self.metrics_dir))
+        writer = writer.option("checkpointLocation", str(self._query_checkpoint)).queryName(
+            f"sparkcep-{abs(hash(str(self.config.checkpoint_dir))) % 10**8}"
+        )
+        if available_now:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=self.config.trigger_interval or "1 second")
+        return writer.start()
+
+    def run_until_caught_up(self) -> RunSummary:
+        """Process everything present, then end as if the watermark reached the largest event time."""
+        started = time.monotonic()
+        self.start(available_now=True).awaitTermination()
+        if self._write_flush_record():
+            self.start(available_now=True).awaitTermination()
+        return self.summary(time.monotonic() - started)
+
+    def run_streaming(self, stop_after_s: float | None = None) -> RunSummary:
+        """Run with a processing-time trigger until SIGINT/SIGTERM (or ``stop_after_s``)."""
+        started = time.monotonic()
+        query = self.start(available_now=False)
+        stopping = False
+
+        def stop(_signum: int, _frame: FrameType | None) -> None:
+            nonlocal stopping
+            stopping = True
+
+        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            while not stopping and query.isActive:
+                if stop_after_s is not None and time.monotonic() - started >= stop_after_s:
+                    break
+                query.awaitTermination(1)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            if query.isActive:
+                query.stop()
+        return self.summary(time.monotonic() - started)
+
+    def _write_flush_record(self) -> bool:
+        """Write the end-of-input control record; False when there is nothing (new) to flush."""
+        max_time = max(
+            (m.max_event_time for m in read_metrics(self.metrics_dir) if m.max_event_time is not None),
+            default=None,
+        )
+        if max_time is None:
+            return False
+        path = self.control_dir / f"flush-{max_time}.jsonl"
+        if path.exists():
+            return False
+        record = {CONTROL_FIELD: "flush", self.program.time_field: max_time + self.config.watermark_delay_ms}
+        write_atomically(path, json.dumps(record) + "\n")
+        return True
+
+    def summary(self, seconds: float) -> RunSummary:
+        metrics = read_metrics(self.metrics_dir)
+        outputs: dict[str, int] = {}
+        for m in metrics:
+            for name, count in m.by_type.items():
+                outputs[name] = outputs.get(name, 0) + count
+        last = metrics[-1] if metrics else None
+        max_times = [m.max_event_time for m in metrics if m.max_event_time is not None]
+        out = self.config.output_dir
+        return RunSummary(
+            batches=len(metrics),
+            rows=sum(m.rows for m in metrics),
+            accepted=sum(m.accepted for m in metrics),
+            late=sum(m.late for m in metrics),
+            dead_letters=sum(m.dead for m in metrics),
+            outputs=dict(sorted(outputs.items())),
+            max_event_time=format_iso(max(max_times)) if max_times else None,
+            state_keys=last.state_keys if last else 0,
+            buffered_events=last.buffered if last else 0,
+            state_bytes=last.state_bytes if last else 0,
+            seconds=round(seconds, 3),
+            output_dir=str(out),
+            paths={
+                **{name: str(out / name) for name in outputs},
+                "late": str(out / LATE_DIR),
+                "deadletter": str(out / DEADLETTER_DIR),
+            },
+        )

@@ -1,0 +1,61 @@
+"""One place that knows how to start a SparkSession that sparkcep's streaming query can run on."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sparkcep.spark.java import find_java
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    master: str = "local[2]"
+    # Spark's default of 200 makes every micro-batch slow on a small machine; one per core is enough
+    # because each task carries many buckets.
+    shuffle_partitions: int = 2
+    app_name: str = "sparkcep"
+    driver_memory: str = "2g"
+    extra_conf: dict[str, str] = field(default_factory=dict)
+
+
+def base_conf(settings: SparkSettings) -> dict[str, str]:
+    return {
+        "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
+        # transformWithState needs RocksDB; changelog checkpointing writes only what changed per batch
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.ui.enabled": "false",
+        "spark.driver.memory": settings.driver_memory,
+        # big Arrow batches: the Python side pays per batch, not per row
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
+        "spark.sql.adaptive.enabled": "false",
+        **settings.extra_conf,
+    }
+
+
+def get_or_create_session(settings: SparkSettings | None = None) -> SparkSession:
+    """Start (or reuse) a session. Checks Java first and points workers at this Python."""
+    settings = settings or SparkSettings()
+    find_java()
+    # Without these, Python workers may start another interpreter that lacks pandas/pyarrow.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(settings.master).appName(settings.app_name)
+    for key, value in base_conf(settings).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

@@ -1,0 +1,61 @@
+"""Small builders shared by the tests: events as JSON lines with explicit times."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sparkcep.rules.model import RuleSet, parse_rules
+
+DAY = 86_400_000
+MINUTE = 60_000
+T0 = 1_704_067_200_000  # 2024-01-01T00:00:00Z
+
+
+def line(event_type: str, time: int | str, event_id: str, **fields: Any) -> str:
+    return json.dumps({"event_type": event_type, "event_id": event_id, "occurred_at": time, **fields})
+
+
+def order(number: str, time: int, parcels: int, event_id: str | None = None) -> str:
+    return line("ORDER_CREATED", time, event_id or f"oc-{number}-{time}", order_number=number, parcels_to_ship=parcels)
+
+
+def parcel(number: str, parcel_id: str, time: int, event_id: str | None = None) -> str:
+    return line("PARCEL_SHIPPED", time, event_id or f"ps-{parcel_id}-{time}", order_number=number, parcel_id=parcel_id)
+
+
+def track(device: str, time: int | str, event_id: str | None = None) -> str:
+    return line("TRACK", time, event_id or f"tr-{device}-{time}", device_id=device)
+
+
+COMPLETION_RULE = {
+    "id": "order-fulfilment",
+    "type": "completion",
+    "key": "order_number",
+    "start_event": "ORDER_CREATED",
+    "step_event": "PARCEL_SHIPPED",
+    "distinct_by": "parcel_id",
+    "count_field": "parcels_to_ship",
+    "deadline": "7d",
+    "completed_event": "ALL_PARCELS_SHIPPED",
+    "timeout_event": "THRESHOLD_EXCEEDED",
+    "progress_field": "parcels_shipped",
+}
+INACTIVITY_RULE = {
+    "id": "device-offline",
+    "type": "inactivity",
+    "key": "device_id",
+    "event_types": ["TRACK"],
+    "timeout": "30m",
+    "offline_event": "DEVICE_OFFLINE",
+    "online_event": "DEVICE_ONLINE",
+}
+
+
+def ruleset(*rules: dict[str, Any]) -> RuleSet:
+    return parse_rules({"rules": list(rules)})
+
+
+def summary(records: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(event_type, occurred_at) pairs in canonical order: compact expectations for tables."""
+    return sorted((str(r["event_type"]), str(r["occurred_at"])) for r in records)

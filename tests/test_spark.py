@@ -1,0 +1,173 @@
+"""Real Spark: the streaming query over files, compared with the plain-Python oracle.
+
+Few and end to end; the core's behaviour is covered exhaustively in the pure tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from sparkcep import oracle
+from sparkcep.outputs import canonical, read_all_outputs, read_jsonl_dir
+from sparkcep.rules.model import RuleSet, load_rules
+from sparkcep.simulate import generate_orders
+from sparkcep.spark.runner import Pipeline, RunConfig, RunSummary
+
+from helpers import COMPLETION_RULE, INACTIVITY_RULE, MINUTE, T0, order, parcel, ruleset, track
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = pytest.mark.spark
+ROOT = Path(__file__).resolve().parents[1]
+ORDER_RULES = load_rules(ROOT / "examples" / "orders.rules.json")
+
+
+def write_batches(directory: Path, batches: list[list[str]]) -> None:
+    """One file per micro-batch, with increasing modification times (Spark reads files in that order)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for index, lines in enumerate(batches):
+        path = directory / f"batch-{index:03d}.jsonl"
+        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        os.utime(path, (1_700_000_000 + index, 1_700_000_000 + index))
+
+
+def bounded_run(spark: SparkSession, rules: RuleSet, input_dir: Path, base: Path, **kw: int) -> RunSummary:
+    config = RunConfig(input_dir, base / "out", base / "ck", buckets=8, **kw)
+    return Pipeline(spark, rules, config).run_until_caught_up()
+
+
+def test_one_file_or_ten_files_give_identical_output_equal_to_the_oracle(spark: SparkSession, tmp_path: Path) -> None:
+    one = generate_orders(tmp_path / "one", 4_000, seed=7, files=1, mean_gap_ms=1_200_000)
+    ten = generate_orders(tmp_path / "ten", 4_000, seed=7, files=10, mean_gap_ms=1_200_000)
+    assert one.max_time_ms - one.min_time_ms > 8 * 86_400_000  # long enough for deadlines to pass
+    s1 = bounded_run(spark, ORDER_RULES, tmp_path / "one", tmp_path / "run1")
+    s10 = bounded_run(spark, ORDER_RULES, tmp_path / "ten", tmp_path / "run10")
+    out1, out10 = read_all_outputs(tmp_path / "run1" / "out"), read_all_outputs(tmp_path / "run10" / "out")
+    expected = canonical(oracle.evaluate_dir(ORDER_RULES, tmp_path / "one").outputs)
+    assert {r["event_type"] for r in expected} == {"ALL_PARCELS_SHIPPED", "THRESHOLD_EXCEEDED"}
+    assert out1 == expected
+    assert out10 == expected
+    assert s10.batches > s1.batches >= 2
+    assert s1.late == s10.late == 0
+    assert ten.files and len(ten.files) == 10
+
+
+def test_bad_lines_reach_the_dead_letters_and_late_events_the_late_output(spark: SparkSession, tmp_path: Path) -> None:
+    rules = ruleset(COMPLETION_RULE, {**INACTIVITY_RULE, "timeout": "10m"})
+    late_track = track("d1", T0 + 1 * MINUTE, "late-one")
+    batches = [
+        [order("o1", T0, 1), track("d1", T0), track("d2", T0 + 30 * MINUTE)],
+        [
+            "{broken",
+            '{"event_type": "TRACK", "occurred_at": 5}',
+            '{"event_type": "NOPE", "occurred_at": 5}',
+            parcel("o1", "p1", T0 + 40 * MINUTE),
+            late_track,
+        ],
+        [track("d1", T0 + 50 * MINUTE), track("d2", T0 + 60 * MINUTE)],
+    ]
+    write_batches(tmp_path / "in", batches)
+    summary = bounded_run(spark, rules, tmp_path / "in", tmp_path / "run", watermark_delay_ms=1_000)
+    out = tmp_path / "run" / "out"
+    dead = read_jsonl_dir(out / "_deadletter")
+    assert sorted(r["line"] for r in dead) == sorted(batches[1][:3])
+    assert any("no rule consumes event_type 'NOPE'" in r["reason"] for r in dead)
+    assert any("field 'device_id'" in r["reason"] for r in dead)
+    late = read_jsonl_dir(out / "_late")
+    assert [r["line"] for r in late] == [late_track]
+    assert late[0]["key"] == "d1" and late[0]["watermark"] == "2024-01-01T00:29:59.000Z"
+    assert summary.late == 1 and summary.dead_letters == 3
+    # The late track did not count; everything on time matches the oracle over the on-time lines.
+    on_time = [line for batch in batches for line in batch if line != late_track]
+    assert read_all_outputs(out) == canonical(oracle.evaluate(rules, on_time).outputs)
+    assert {r["event_type"] for r in read_all_outputs(out)} >= {"ALL_PARCELS_SHIPPED", "DEVICE_OFFLINE"}
+
+
+def test_streaming_run_picks_up_new_files_while_it_runs(spark: SparkSession, tmp_path: Path) -> None:
+    rules = ruleset({**INACTIVITY_RULE, "timeout": "10m"})
+    config = RunConfig(
+        tmp_path / "in",
+        tmp_path / "out",
+        tmp_path / "ck",
+        buckets=4,
+        watermark_delay_ms=0,
+        trigger_interval="200 milliseconds",
+    )
+    (tmp_path / "in").mkdir()
+    pipeline = Pipeline(spark, rules, config)
+    query = pipeline.start(available_now=False)
+    try:
+        write_batches(tmp_path / "in", [[track("d1", T0), track("d2", T0)]])
+        wait_for(lambda: pipeline.summary(0).rows >= 2)
+        assert read_all_outputs(tmp_path / "out") == []
+        (tmp_path / "in" / "later.jsonl").write_text(track("d2", T0 + 11 * MINUTE) + "\n", encoding="utf-8")
+        # The next file moves the watermark past both timeouts; Spark runs a no-data batch for that.
+        wait_for(lambda: len(read_all_outputs(tmp_path / "out")) == 3)
+    finally:
+        query.stop()
+    got = [(r["event_type"], r["device_id"], r["occurred_at"]) for r in read_all_outputs(tmp_path / "out")]
+    assert got == [
+        ("DEVICE_OFFLINE", "d1", "2024-01-01T00:10:00.000Z"),
+        ("DEVICE_OFFLINE", "d2", "2024-01-01T00:10:00.000Z"),
+        ("DEVICE_ONLINE", "d2", "2024-01-01T00:11:00.000Z"),
+    ]
+
+
+def wait_for(condition: object, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():  # type: ignore[operator]
+            return
+        time.sleep(0.2)
+    raise AssertionError("condition not reached in time")
+
+
+def test_hard_kill_and_restart_loses_nothing_and_duplicates_nothing(tmp_path: Path) -> None:
+    sim = generate_orders(tmp_path / "in", 6_000, seed=11, files=12, mean_gap_ms=1_200_000)
+    args = [
+        sys.executable,
+        "-m",
+        "sparkcep.cli",
+        "run",
+        "--rules",
+        str(ROOT / "examples" / "orders.rules.json"),
+        "--input",
+        str(tmp_path / "in"),
+        "--output",
+        str(tmp_path / "out"),
+        "--checkpoint",
+        str(tmp_path / "ck"),
+        "--until-caught-up",
+        "--buckets",
+        "8",
+    ]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    first = subprocess.Popen(
+        args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    metrics = tmp_path / "ck" / "sparkcep" / "metrics"
+    try:
+        wait_for(lambda: len(list(metrics.glob("batch-*.json"))) >= 4 or first.poll() is not None, 300)
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)  # the JVM too: nothing gets to finish cleanly
+        first.wait()
+    done_before = len(list(metrics.glob("batch-*.json")))
+    assert 4 <= done_before < len(sim.files) + 2, "the kill must land mid-way"
+    second = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900, check=False)
+    assert second.returncode == 0, second.stderr[-3000:]
+    summary = json.loads(second.stdout[second.stdout.index("{") :])
+    actual = read_all_outputs(tmp_path / "out")
+    expected = canonical(oracle.evaluate_dir(ORDER_RULES, tmp_path / "in").outputs)
+    assert len({r["event_id"] for r in actual}) == len(actual)
+    assert actual == expected
+    assert summary["accepted"] == sim.events + sim.duplicates
