@@ -64,11 +64,39 @@ def format_duration(ms: int) -> str:
     return f"{ms}ms"
 
 
+# The common wire format, "2024-01-01T00:00:00.250Z", parsed without datetime objects: event time is
+# read once per event, and this path is about five times faster than datetime.fromisoformat.
+_ISO_UTC_MS = re.compile(r"(\d{4}-\d{2}-\d{2})T([01]\d|2[0-3]):([0-5]\d):([0-5]\d)\.(\d{3})Z")
+_DAY_MS: dict[str, int] = {}
+
+
+def _day_ms(day: str) -> int:
+    cached = _DAY_MS.get(day)
+    if cached is None:
+        cached = parse_event_time(day + "T00:00:00+00:00")
+        if len(_DAY_MS) < 100_000:
+            _DAY_MS[day] = cached
+    return cached
+
+
 def parse_event_time(value: object) -> int:
     """Epoch milliseconds from an ISO-8601 string (``Z``/offset; no offset means UTC) or an integer.
 
     Raises :class:`EventTimeError` for anything else (floats, booleans, other strings).
+
+    >>> parse_event_time("1970-01-02T00:00:01.005Z"), parse_event_time(1500)
+    (86401005, 1500)
     """
+    if type(value) is str:
+        match = _ISO_UTC_MS.fullmatch(value)
+        if match is not None:
+            day, hours, minutes, seconds, millis = match.groups()
+            try:
+                base = _day_ms(day)
+            except EventTimeError:
+                pass  # e.g. 2024-02-30: let the general path produce the message
+            else:
+                return base + int(hours) * 3_600_000 + int(minutes) * 60_000 + int(seconds) * 1000 + int(millis)
     if isinstance(value, bool):
         raise EventTimeError(f"expected ISO-8601 text or integer epoch milliseconds, got {value!r}")
     if isinstance(value, int):

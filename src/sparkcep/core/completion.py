@@ -25,14 +25,18 @@ class CompletionLogic(RuleLogic):
         self.event_types = rule.event_types
         self._start = rule.start_event
         self._deadline_ms = rule.deadline_ms
+        self._distinct_by = rule.distinct_by
+        self._count_field = rule.count_field
 
     def extract(self, event_type: str, obj: dict[str, Any]) -> object:
         if event_type == self._start:
-            return require_positive_int(obj, self.rule.count_field)
-        value = obj.get(self.rule.distinct_by)
-        if type(value) is str or type(value) is int:
+            return require_positive_int(obj, self._count_field)
+        value = obj.get(self._distinct_by)
+        if type(value) is str:
+            return value
+        if type(value) is int:
             return str(value)  # 7 and "7" name the same step, as keys do
-        shown = describe(value) if self.rule.distinct_by in obj else "nothing (field missing)"
+        shown = describe(value) if self._distinct_by in obj else "nothing (field missing)"
         raise FieldProblem(self.rule.distinct_by, "a string or an integer", shown)
 
     def on_event(

@@ -13,6 +13,7 @@ reads and writes state once per bucket and micro-batch instead of once per key.
 
 from __future__ import annotations
 
+import gc
 import pickle
 from dataclasses import dataclass, field
 from typing import Any
@@ -99,11 +100,29 @@ class Engine:
         self.program = program
         self._logics = program.logics
 
-    def process(self, state: BucketState, rows: list[tuple[int, str]], watermark: int) -> BatchResult:
-        """Take ``rows`` of ``(keyset, line)`` into ``state`` and advance it to ``watermark``."""
+    def process(
+        self, state: BucketState, rows: list[tuple[int, str]], watermark: int, safe_bound: int = NO_WATERMARK
+    ) -> BatchResult:
+        """Take ``rows`` of ``(keyset, line)`` into ``state`` and advance it.
+
+        Lateness is judged against ``watermark``. Processing advances to ``max(watermark, safe_bound)``:
+        ``safe_bound`` is a time the *next* watermark is known to reach (the largest event time Spark saw
+        among these rows minus the delay), so no future on-time event of these keys can precede it. Releasing
+        up to it now gives the same output as waiting, and keeps most events out of the state blob.
+        """
+        # Engine data is acyclic tuples, lists and dicts, freed by reference counting; the cyclic collector
+        # would only walk them again and again (it costs about 40 % of the time of a large batch).
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._process(state, rows, watermark, safe_bound)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+
+    def _process(self, state: BucketState, rows: list[tuple[int, str]], watermark: int, safe_bound: int) -> BatchResult:
         result = BatchResult(rows=len(rows))
         keys = state.keys
-        touched: set[tuple[int, str]] = set()
         decode = self.program.decode
         max_time = result.max_event_time
         for keyset, line in rows:
@@ -130,9 +149,8 @@ class Engine:
                 key_state[0].append(event)
                 if key_state[2] is None or time < key_state[2]:
                     key_state[2] = time
-            touched.add(slot)
         result.max_event_time = max_time
-        self.advance(state, watermark, result.outputs)
+        self.advance(state, max(watermark, safe_bound), result.outputs)
         return result
 
     def advance(self, state: BucketState, watermark: int, out: list[Record]) -> None:

@@ -14,7 +14,7 @@ import zlib
 from collections.abc import Iterable
 
 from sparkcep.core.engine import NO_WATERMARK, BatchResult, BucketState, Engine
-from sparkcep.core.program import UNROUTED, Program
+from sparkcep.core.program import CONTROL_FIELD, UNROUTED, Program
 
 
 def bucket_of(keyset: int, key: str, line: str, buckets: int) -> int:
@@ -26,11 +26,12 @@ def bucket_of(keyset: int, key: str, line: str, buckets: int) -> int:
 class LocalRunner:
     """A single-process micro-batch driver over the pure engine."""
 
-    def __init__(self, program: Program, delay_ms: int, buckets: int = 4) -> None:
+    def __init__(self, program: Program, delay_ms: int, buckets: int = 4, early_release: bool = True) -> None:
         self.program = program
         self.engine = Engine(program)
         self.delay_ms = delay_ms
         self.buckets = buckets
+        self.early_release = early_release
         self.snapshots: dict[int, bytes] = {}
         self.watermark = NO_WATERMARK
         self._max_seen: int | None = None
@@ -39,16 +40,22 @@ class LocalRunner:
     def run_batch(self, lines: Iterable[str]) -> BatchResult:
         """One micro-batch: route, process with the current watermark, then move the watermark."""
         by_bucket: dict[int, list[tuple[int, str]]] = {}
+        bucket_max: dict[int, int] = {}
         for line in lines:
             if not line.strip():
                 continue  # blank lines are not events (the Spark side filters them too)
-            for keyset, key in self.program.route(line):
-                by_bucket.setdefault(bucket_of(keyset, key, line, self.buckets), []).append((keyset, line))
             # Spark's watermark sees every row whose time it can read, whatever else is wrong with it.
-            _obj, time, _etype, _eid, reason = self.program.parse_line(line)
-            if reason is None and _obj is not None and time and (self._max_seen is None or time > self._max_seen):
+            obj, time, _etype, _eid, reason = self.program.parse_line(line)
+            has_time = reason is None and obj is not None and CONTROL_FIELD not in obj
+            for keyset, key in self.program.route(line):
+                bucket = bucket_of(keyset, key, line, self.buckets)
+                by_bucket.setdefault(bucket, []).append((keyset, line))
+                if has_time and time > bucket_max.get(bucket, NO_WATERMARK):
+                    bucket_max[bucket] = time
+            if has_time and (self._max_seen is None or time > self._max_seen):
                 self._max_seen = time
-        result = self._process(by_bucket, self.watermark)
+        bounds = {bucket: t - self.delay_ms for bucket, t in bucket_max.items()} if self.early_release else {}
+        result = self._process(by_bucket, self.watermark, bounds)
         if self._max_seen is not None:
             self.watermark = max(self.watermark, self._max_seen - self.delay_ms)
         return result
@@ -58,7 +65,7 @@ class LocalRunner:
         if self._max_accepted is None:
             return BatchResult()
         self.watermark = max(self.watermark, self._max_accepted)
-        return self._process({}, self.watermark)
+        return self._process({}, self.watermark, {})
 
     def run(self, batches: Iterable[Iterable[str]], finish: bool = True) -> BatchResult:
         total = BatchResult()
@@ -68,7 +75,9 @@ class LocalRunner:
             total.extend(self.finish())
         return total
 
-    def _process(self, by_bucket: dict[int, list[tuple[int, str]]], watermark: int) -> BatchResult:
+    def _process(
+        self, by_bucket: dict[int, list[tuple[int, str]]], watermark: int, bounds: dict[int, int]
+    ) -> BatchResult:
         total = BatchResult()
         for bucket in sorted(set(by_bucket) | set(self.snapshots)):
             blob = self.snapshots.get(bucket)
@@ -77,7 +86,7 @@ class LocalRunner:
             wake = state.next_wakeup()
             if not rows and (wake is None or wake > watermark):
                 continue  # Spark would neither call the handler nor fire a timer for this bucket
-            result = self.engine.process(state, rows, watermark)
+            result = self.engine.process(state, rows, watermark, bounds.get(bucket, NO_WATERMARK))
             total.extend(result)
             if state.keys:
                 self.snapshots[bucket] = state.to_bytes()

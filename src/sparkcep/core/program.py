@@ -38,6 +38,9 @@ class Decoded:
     dead: tuple[str, ...]
 
 
+_CONTROL = Decoded(None, None, ())
+
+
 def _logic_for(rule: object) -> RuleLogic:
     if isinstance(rule, CompletionRule):
         return CompletionLogic(rule)
@@ -116,33 +119,46 @@ class Program:
             return None, 0, "", "", f"field {self.id_field!r}: expected a string or an integer, got {describe(raw_id)}"
         return obj, time, event_type, event_id, None
 
-    def decode(self, line: str, keyset: int) -> Decoded:
+    def decode(self, line: str, keyset: int) -> Decoded:  # noqa: PLR0911 - one exit per refusal
         """Read ``line`` as an event of ``keyset``. Every refusal carries a reason naming rule and field."""
         obj, time, event_type, event_id, reason = self.parse_line(line)
         if reason is not None:
             return Decoded(None, None, (reason,))
         assert obj is not None
         if CONTROL_FIELD in obj:
-            return Decoded(None, None, ())
+            return _CONTROL
         if keyset == UNROUTED:
             return Decoded(None, None, self._unrouted_reasons(obj, event_type))
         rule_indexes = self.routes.get((keyset, event_type), ())
-        key_field = self.key_fields[keyset]
-        try:
-            key = require_key(obj, key_field)
-        except FieldProblem as problem:
+        key = obj.get(self.key_fields[keyset])
+        key_type = type(key)
+        if key_type is int:
+            key = str(key)
+        elif key_type is not str:
+            problem = FieldProblem(self.key_fields[keyset], "a string or an integer", describe(key))
+            if self.key_fields[keyset] not in obj:
+                problem = FieldProblem(self.key_fields[keyset], "a string or an integer", "nothing (field missing)")
             return Decoded(None, None, tuple(self._reason(i, problem) for i in rule_indexes))
-        values: list[tuple[int, Any]] = []
-        dead: list[str] = []
-        for index in rule_indexes:
+        logics = self.logics
+        if len(rule_indexes) == 1:  # the common case, without the list
+            index = rule_indexes[0]
             try:
-                values.append((index, self.logics[index].extract(event_type, obj)))
+                values: tuple[tuple[int, Any], ...] = ((index, logics[index].extract(event_type, obj)),)
             except FieldProblem as problem:
-                dead.append(self._reason(index, problem))
-        if not values:
-            return Decoded(key, None, tuple(dead))
-        crc = zlib.crc32(line.encode("utf-8"))
-        return Decoded(key, (time, event_id, crc, event_type, tuple(values)), tuple(dead))
+                return Decoded(key, None, (self._reason(index, problem),))
+            dead: tuple[str, ...] = ()
+        else:
+            collected: list[tuple[int, Any]] = []
+            refused: list[str] = []
+            for index in rule_indexes:
+                try:
+                    collected.append((index, logics[index].extract(event_type, obj)))
+                except FieldProblem as problem:
+                    refused.append(self._reason(index, problem))
+            if not collected:
+                return Decoded(key, None, tuple(refused))
+            values, dead = tuple(collected), tuple(refused)
+        return Decoded(key, (time, event_id, zlib.crc32(line.encode()), event_type, values), dead)
 
     def route(self, line: str) -> list[tuple[int, str]]:
         """Python twin of the Spark-side routing: ``(keyset, key)`` pairs, or ``[(-1, "")]``."""

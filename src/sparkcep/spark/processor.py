@@ -9,6 +9,7 @@ PySpark 4.3 facts this is built around (see docs/semantics.md):
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
@@ -42,7 +43,9 @@ def _engine_for(rules_json: str) -> Engine:
     return Engine(Program(RuleSet.model_validate_json(rules_json)))
 
 
-def result_frame(result: BatchResult, program: Program, watermark: int, state: BucketState, blob: int) -> Any:
+def result_frame(
+    result: BatchResult, program: Program, watermark: int, state: BucketState, blob: int, seconds: float
+) -> Any:
     """The rows one handler call emits: outputs, late and dead-letter records, and one metrics row."""
     kinds: list[str] = []
     names: list[str] = []
@@ -53,11 +56,13 @@ def result_frame(result: BatchResult, program: Program, watermark: int, state: B
         names.append(str(record["event_type"]))
         times.append(0)
         payloads.append(orjson.dumps(record).decode())
-    for line, keyset, key, time in result.late:
+    for line, keyset, key, event_time in result.late:
         kinds.append(KIND_LATE)
         names.append("_late")
-        times.append(time)
-        payloads.append(orjson.dumps(late_record(line, program.key_fields[keyset], key, time, watermark)).decode())
+        times.append(event_time)
+        payloads.append(
+            orjson.dumps(late_record(line, program.key_fields[keyset], key, event_time, watermark)).decode()
+        )
     for line, reason in result.dead:
         kinds.append(KIND_DEAD)
         names.append("_deadletter")
@@ -73,6 +78,7 @@ def result_frame(result: BatchResult, program: Program, watermark: int, state: B
         "keys": len(state.keys),
         "buffered": state.buffered_events(),
         "state_bytes": blob,
+        "python_s": seconds,  # time in the handler (state in, core, state out), for the benchmark's breakdown
     }
     kinds.append(KIND_METRIC)
     names.append("_metric")
@@ -84,8 +90,9 @@ def result_frame(result: BatchResult, program: Program, watermark: int, state: B
 class EngineProcessor(StatefulProcessor):
     """Spark grouping key = bucket; state = one :class:`BucketState` blob; one timer per bucket."""
 
-    def __init__(self, rules_json: str) -> None:
+    def __init__(self, rules_json: str, watermark_delay_ms: int) -> None:
         self._rules_json = rules_json
+        self._delay_ms = watermark_delay_ms
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self._handle = handle
@@ -94,9 +101,14 @@ class EngineProcessor(StatefulProcessor):
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:
         pairs: list[tuple[int, str]] = []
+        max_ts = NO_WATERMARK
         for frame in rows:
             pairs.extend(zip(frame["keyset"].tolist(), frame["line"].tolist(), strict=True))
-        yield self._run(pairs, timerValues, fired=None)
+            frame_max = frame["ts_ms"].max()
+            if not pd.isna(frame_max) and frame_max > max_ts:  # NaN: no time Spark could read
+                max_ts = int(frame_max)
+        safe_bound = max_ts - self._delay_ms if max_ts != NO_WATERMARK else NO_WATERMARK
+        yield self._run(pairs, timerValues, fired=None, safe_bound=safe_bound)
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
@@ -106,7 +118,10 @@ class EngineProcessor(StatefulProcessor):
     def close(self) -> None:
         pass
 
-    def _run(self, pairs: list[tuple[int, str]], timer_values: TimerValues, fired: int | None) -> Any:
+    def _run(
+        self, pairs: list[tuple[int, str]], timer_values: TimerValues, fired: int | None, safe_bound: int = NO_WATERMARK
+    ) -> Any:
+        started = time.perf_counter()
         spark_watermark = timer_values.getCurrentWatermarkInMs()
         # Spark reports 0 until the first watermark exists.
         watermark = spark_watermark if spark_watermark > 0 else NO_WATERMARK
@@ -114,7 +129,7 @@ class EngineProcessor(StatefulProcessor):
         state = BucketState.from_bytes(stored[0]) if stored is not None else BucketState()
         if fired is not None and state.registered_timer == fired:
             state.registered_timer = None  # Spark deletes a fired timer itself
-        result = self._engine.process(state, pairs, watermark)
+        result = self._engine.process(state, pairs, watermark, safe_bound)
         self._reconcile_timer(state)
         blob_size = 0
         if state.keys:
@@ -123,7 +138,8 @@ class EngineProcessor(StatefulProcessor):
             self._state.update((blob,))
         elif stored is not None:
             self._state.clear()
-        return result_frame(result, self._engine.program, watermark, state, blob_size)
+        frame = result_frame(result, self._engine.program, watermark, state, blob_size, time.perf_counter() - started)
+        return frame
 
     def _reconcile_timer(self, state: BucketState) -> None:
         wake = state.next_wakeup()

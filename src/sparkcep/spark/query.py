@@ -36,7 +36,7 @@ def event_time_column(raw: Column) -> Column:
 
 
 def routed_rows(lines: DataFrame, program: Program, buckets: int) -> DataFrame:
-    """``(bucket, keyset, line, ts)``: one row per grouping field of each line, or one unrouted row."""
+    """``(bucket, keyset, line, ts, ts_ms)``: one row per grouping field of each line, or one unrouted row."""
     from pyspark.sql import functions as F
 
     fields = [program.time_field, program.type_field, *program.key_fields]
@@ -60,7 +60,11 @@ def routed_rows(lines: DataFrame, program: Program, buckets: int) -> DataFrame:
         F.col("route.keyset") >= 0, F.pmod(F.hash(F.col("route.keyset"), F.col("route.key")), F.lit(buckets))
     ).otherwise(F.pmod(F.hash(F.col("line")), F.lit(buckets)))
     return exploded.select(
-        bucket.cast("int").alias("bucket"), F.col("route.keyset").cast("int").alias("keyset"), "line", "ts"
+        bucket.cast("int").alias("bucket"),
+        F.col("route.keyset").cast("int").alias("keyset"),
+        "line",
+        "ts",
+        F.unix_millis("ts").alias("ts_ms"),
     )
 
 
@@ -74,7 +78,9 @@ def build_stream(spark: SparkSession, program: Program, spec: QuerySpec) -> Data
     with_watermark = rows.withWatermark("ts", f"{spec.watermark_delay_ms} milliseconds")
     # Projecting the event-time column away keeps the watermark (timers still fire) but stops Spark from
     # silently dropping rows behind it: the engine sees late rows and reports them in _late/.
-    stripped = with_watermark.select("bucket", "keyset", "line")
+    # ts_ms is Spark's own reading of event time, which lets the processor know how far the next watermark
+    # is sure to move (see Engine.process).
+    stripped = with_watermark.select("bucket", "keyset", "line", "ts_ms")
     return stripped.groupBy("bucket").transformWithStateInPandas(
-        EngineProcessor(program.rules.to_json()), OUTPUT_SCHEMA, "Append", "EventTime"
+        EngineProcessor(program.rules.to_json(), spec.watermark_delay_ms), OUTPUT_SCHEMA, "Append", "EventTime"
     )

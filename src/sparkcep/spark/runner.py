@@ -22,7 +22,7 @@ from sparkcep.errors import CheckpointMismatch
 from sparkcep.rules.model import RuleSet
 from sparkcep.spark.query import QuerySpec, build_stream
 from sparkcep.spark.sink import DEADLETTER_DIR, LATE_DIR, FileSink, read_metrics, write_atomically
-from sparkcep.timeutil import format_iso
+from sparkcep.timeutil import format_iso, parse_event_time
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -97,7 +97,7 @@ class Pipeline:
 
     # -- running ------------------------------------------------------------------------------------
 
-    def start(self, available_now: bool) -> StreamingQuery:
+    def start(self, available_now: bool, trigger_interval: str | None = None) -> StreamingQuery:
         self._check_checkpoint()
         spec = QuerySpec(
             input_dir=str(self.config.input_dir),
@@ -108,22 +108,44 @@ class Pipeline:
         )
         stream = build_stream(self.spark, self.program, spec)
         writer = stream.writeStream.foreachBatch(FileSink(self.config.output_dir, self.metrics_dir))
-        writer = writer.option("checkpointLocation", str(self._query_checkpoint)).queryName(
-            f"sparkcep-{abs(hash(str(self.config.checkpoint_dir))) % 10**8}"
-        )
+        writer = writer.option("checkpointLocation", str(self._query_checkpoint))
         if available_now:
             writer = writer.trigger(availableNow=True)
         else:
-            writer = writer.trigger(processingTime=self.config.trigger_interval or "1 second")
+            writer = writer.trigger(processingTime=trigger_interval or self.config.trigger_interval or "1 second")
         return writer.start()
 
-    def run_until_caught_up(self) -> RunSummary:
-        """Process everything present, then end as if the watermark reached the largest event time."""
+    def run_until_caught_up(self, timeout_s: float = 3600.0) -> RunSummary:
+        """Process everything present, then end as if the watermark reached the largest event time.
+
+        One query does both phases: back-to-back micro-batches until the input is consumed, then the flush
+        record, then the no-data batch Spark runs once the watermark has moved.
+        """
         started = time.monotonic()
-        self.start(available_now=True).awaitTermination()
-        if self._write_flush_record():
-            self.start(available_now=True).awaitTermination()
+        query = self.start(available_now=False, trigger_interval="0 seconds")
+        try:
+            query.processAllAvailable()
+            target = self._write_flush_record()
+            if target is not None:
+                query.processAllAvailable()
+                self._wait_for_watermark(query, target, started + timeout_s)
+        finally:
+            query.stop()
         return self.summary(time.monotonic() - started)
+
+    @staticmethod
+    def _wait_for_watermark(query: StreamingQuery, target: int, deadline: float) -> None:
+        """Wait until a micro-batch has run with a watermark at or past ``target`` (its timers fired)."""
+        while True:
+            for progress in query.recentProgress:
+                mark = progress.get("eventTime", {}).get("watermark")
+                if mark is not None and parse_event_time(mark) >= target:
+                    return
+            if query.exception() is not None or not query.isActive:
+                raise RuntimeError(f"the streaming query stopped before the end-of-input flush: {query.exception()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no micro-batch reached the watermark {format_iso(target)} in time")
+            time.sleep(0.1)
 
     def run_streaming(self, stop_after_s: float | None = None) -> RunSummary:
         """Run with a processing-time trigger until SIGINT/SIGTERM (or ``stop_after_s``)."""
@@ -148,20 +170,21 @@ class Pipeline:
                 query.stop()
         return self.summary(time.monotonic() - started)
 
-    def _write_flush_record(self) -> bool:
-        """Write the end-of-input control record; False when there is nothing (new) to flush."""
+    def _write_flush_record(self) -> int | None:
+        """Write the end-of-input control record; return the watermark it will produce, or None when there
+        is nothing (new) to flush."""
         max_time = max(
             (m.max_event_time for m in read_metrics(self.metrics_dir) if m.max_event_time is not None),
             default=None,
         )
         if max_time is None:
-            return False
+            return None
         path = self.control_dir / f"flush-{max_time}.jsonl"
         if path.exists():
-            return False
+            return None
         record = {CONTROL_FIELD: "flush", self.program.time_field: max_time + self.config.watermark_delay_ms}
         write_atomically(path, json.dumps(record) + "\n")
-        return True
+        return max_time
 
     def summary(self, seconds: float) -> RunSummary:
         metrics = read_metrics(self.metrics_dir)

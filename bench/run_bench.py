@@ -1,0 +1,131 @@
+"""End-to-end benchmark: ``sparkcep run --until-caught-up`` against the plain-Python oracle, same data, one run.
+
+    .venv/bin/python bench/run_bench.py --events 1000000 --files 10
+
+For each workload (orders, devices) it generates the input with ``sparkcep simulate``, runs the Spark
+engine and the oracle as separate processes while sampling the summed RSS of each process tree, checks
+that both produced the same complex events, and prints a Markdown table (also saved as JSON).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from treerss import measure
+
+from sparkcep.outputs import canonical, read_all_outputs
+from sparkcep.simulate import generate_devices, generate_orders
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def bench_workload(name: str, events: int, files: int, workdir: Path) -> list[dict[str, object]]:
+    base = workdir / name
+    shutil.rmtree(base, ignore_errors=True)
+    generate = generate_orders if name == "orders" else generate_devices
+    sim = generate(base / "input", events, 42, files)
+    lines = sim.events + sim.duplicates
+    rules = ROOT / "examples" / f"{name}.rules.json"
+    engine_cmd = [
+        sys.executable,
+        "-m",
+        "sparkcep.cli",
+        "run",
+        "--rules",
+        str(rules),
+        "--input",
+        str(base / "input"),
+        "--output",
+        str(base / "out"),
+        "--checkpoint",
+        str(base / "ck"),
+        "--until-caught-up",
+    ]
+    spark = measure(engine_cmd)
+    if spark.returncode != 0:
+        raise SystemExit(f"sparkcep run failed:\n{spark.stderr[-4000:]}")
+    summary = json.loads(spark.stdout[spark.stdout.index("{") :])
+    oracle_cmd = [
+        sys.executable,
+        "-m",
+        "sparkcep.oracle",
+        "--rules",
+        str(rules),
+        "--input",
+        str(base / "input"),
+        "--output",
+        str(base / "oracle.jsonl"),
+    ]
+    ref = measure(oracle_cmd)
+    if ref.returncode != 0:
+        raise SystemExit(f"oracle failed:\n{ref.stderr[-4000:]}")
+    with (base / "oracle.jsonl").open() as handle:
+        expected = canonical([json.loads(line) for line in handle])
+    same = read_all_outputs(base / "out") == expected
+    processing_s = float(summary["seconds"])
+    return [
+        {
+            "workload": name,
+            "engine": "sparkcep run (local[2])",
+            "events": lines,
+            "wall_s": round(spark.seconds, 1),
+            "events_per_s_wall": round(lines / spark.seconds),
+            "events_per_s_after_session_start": round(lines / processing_s),
+            "peak_rss_mb": round(spark.peak_rss_mb),
+            "cpu_s": round(spark.cpu_seconds, 1),
+            "batches": summary["batches"],
+            "outputs": sum(summary["outputs"].values()),
+            "same_as_oracle": same,
+        },
+        {
+            "workload": name,
+            "engine": "plain-Python oracle (1 process)",
+            "events": lines,
+            "wall_s": round(ref.seconds, 1),
+            "events_per_s_wall": round(lines / ref.seconds),
+            "events_per_s_after_session_start": None,
+            "peak_rss_mb": round(ref.peak_rss_mb),
+            "cpu_s": round(ref.cpu_seconds, 1),
+            "batches": None,
+            "outputs": len(expected),
+            "same_as_oracle": True,
+        },
+    ]
+
+
+def table(rows: list[dict[str, object]]) -> str:
+    head = (
+        "| workload | engine | events | wall s | events/s (wall) | events/s (after session start) "
+        "| peak RSS MB | same output |"
+    )
+    lines = [head, "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        after = r["events_per_s_after_session_start"]
+        lines.append(
+            f"| {r['workload']} | {r['engine']} | {r['events']:,} | {r['wall_s']} | {r['events_per_s_wall']:,} | "
+            f"{f'{after:,}' if after else '-'} | {r['peak_rss_mb']:,} | {'yes' if r['same_as_oracle'] else 'NO'} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--files", type=int, default=10)
+    parser.add_argument("--workdir", type=Path, default=ROOT / "bench" / "out")
+    parser.add_argument("--workloads", default="orders,devices")
+    args = parser.parse_args()
+    rows: list[dict[str, object]] = []
+    for name in args.workloads.split(","):
+        rows.extend(bench_workload(name, args.events, args.files, args.workdir))
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    (args.workdir / "results.json").write_text(json.dumps(rows, indent=1))
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
