@@ -1,6 +1,6 @@
 """End-to-end benchmark: ``sparkcep run --until-caught-up`` against the plain-Python oracle, same data, one run.
 
-    .venv/bin/python bench/run_bench.py --events 1000000 --files 10
+    .venv/bin/python bench/run_bench.py --events 1000000 --files 5
 
 For each workload (orders, devices) it generates the input with ``sparkcep simulate``, runs the Spark
 engine and the oracle as separate processes while sampling the summed RSS of each process tree, checks
@@ -48,7 +48,7 @@ def bench_workload(name: str, events: int, files: int, workdir: Path) -> list[di
     spark = measure(engine_cmd)
     if spark.returncode != 0:
         raise SystemExit(f"sparkcep run failed:\n{spark.stderr[-4000:]}")
-    summary = json.loads(spark.stdout[spark.stdout.index("{") :])
+    summary = json.loads((base / "out" / "_summary.json").read_text())
     oracle_cmd = [
         sys.executable,
         "-m",
@@ -115,7 +115,7 @@ def table(rows: list[dict[str, object]]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=1_000_000)
-    parser.add_argument("--files", type=int, default=10)
+    parser.add_argument("--files", type=int, default=5)
     parser.add_argument("--workdir", type=Path, default=ROOT / "bench" / "out")
     parser.add_argument("--workloads", default="orders,devices")
     args = parser.parse_args()

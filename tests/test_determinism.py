@@ -26,25 +26,25 @@ histories = st.tuples(order_histories(), device_histories()).map(lambda pair: pa
 
 
 @settings(max_examples=300, deadline=None)
-@given(data=st.data(), lines=histories, buckets=st.integers(1, 5))
+@given(data=st.data(), lines=histories, buckets=st.integers(1, 5), early_release=st.booleans())
 def test_any_arrival_within_the_delay_and_any_batch_split_matches_the_oracle(
-    data: st.DataObject, lines: list[str], buckets: int
+    data: st.DataObject, lines: list[str], buckets: int, early_release: bool
 ) -> None:
     arrived = data.draw(arrivals_within_delay(lines))
     batches = data.draw(batch_splits(arrived))
-    result = LocalRunner(PROGRAM, DELAY, buckets).run(batches)
+    result = LocalRunner(PROGRAM, DELAY, buckets, early_release).run(batches)
     assert result.late == []
     assert canonical(result.outputs) == canonical(oracle.evaluate(RULES, lines).outputs)
 
 
 @settings(max_examples=300, deadline=None)
-@given(data=st.data(), lines=histories)
+@given(data=st.data(), lines=histories, early_release=st.booleans())
 def test_with_arbitrary_disorder_late_events_are_reported_and_the_rest_matches_the_oracle(
-    data: st.DataObject, lines: list[str]
+    data: st.DataObject, lines: list[str], early_release: bool
 ) -> None:
     arrived = data.draw(st.permutations(lines))
     batches = data.draw(batch_splits(arrived))
-    result = LocalRunner(PROGRAM, 1_000, 3).run(batches)
+    result = LocalRunner(PROGRAM, 1_000, 3, early_release).run(batches)
     late_lines = {line for line, _ks, _key, _t in result.late}
     on_time = [line for line in lines if line not in late_lines]
     assert canonical(result.outputs) == canonical(oracle.evaluate(RULES, on_time).outputs)

@@ -108,7 +108,7 @@ def test_streaming_run_picks_up_new_files_while_it_runs(spark: SparkSession, tmp
     query = pipeline.start(available_now=False)
     try:
         write_batches(tmp_path / "in", [[track("d1", T0), track("d2", T0)]])
-        wait_for(lambda: pipeline.summary(0).rows >= 2)
+        wait_for(lambda: pipeline.summary(0).input_rows >= 2)
         assert read_all_outputs(tmp_path / "out") == []
         (tmp_path / "in" / "later.jsonl").write_text(track("d2", T0 + 11 * MINUTE) + "\n", encoding="utf-8")
         # The next file moves the watermark past both timeouts; Spark runs a no-data batch for that.

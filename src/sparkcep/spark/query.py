@@ -27,41 +27,56 @@ class QuerySpec:
 
 
 def event_time_column(raw: Column) -> Column:
-    """Spark's reading of the time field, for the watermark only: integer epoch ms or ISO-8601 text."""
+    """Spark's reading of the time field, for the watermark only: ISO-8601 text or integer epoch ms."""
     from pyspark.sql import functions as F
 
-    return F.when(raw.rlike(r"^-?[0-9]+$"), F.timestamp_millis(raw.try_cast("bigint"))).otherwise(
-        F.try_to_timestamp(raw)
-    )
+    # ISO text first: digits-only text is not a timestamp Spark reads, so it falls through to epoch ms.
+    return F.coalesce(F.try_to_timestamp(raw), F.timestamp_millis(raw.try_cast("bigint")))
 
 
 def routed_rows(lines: DataFrame, program: Program, buckets: int) -> DataFrame:
     """``(bucket, keyset, line, ts, ts_ms)``: one row per grouping field of each line, or one unrouted row."""
     from pyspark.sql import functions as F
 
-    fields = [program.time_field, program.type_field, *program.key_fields]
     lines = lines.where(F.length(F.trim("value")) > 0)  # blank lines are not events
+    fields = [program.time_field, program.type_field, *program.key_fields]
     parsed = lines.select(F.col("value").alias("line"), F.json_tuple("value", *fields))
-    time_raw, type_raw = F.col("c0"), F.col("c1")
-    ts = event_time_column(time_raw)
-    candidates = []
-    for keyset in range(len(program.key_fields)):
-        key = F.col(f"c{keyset + 2}")
-        wanted = type_raw.isin(list(program.keyset_types(keyset))) & key.isNotNull() & ts.isNotNull()
-        candidates.append(F.when(wanted, F.struct(F.lit(keyset).alias("keyset"), key.alias("key"))))
-    routes = F.filter(F.array(*candidates), lambda item: item.isNotNull())
-    unrouted = F.array(F.struct(F.lit(UNROUTED).alias("keyset"), F.lit(None).cast("string").alias("key")))
-    exploded = parsed.select(
+    type_raw = F.col("c1")
+    parsed = parsed.select(
         "line",
-        ts.alias("ts"),
-        F.explode(F.when(F.size(routes) > 0, routes).otherwise(unrouted)).alias("route"),
+        event_time_column(F.col("c0")).alias("ts"),
+        *(F.col(f"c{i + 2}") for i in range(len(program.key_fields))),
+        type_raw,
     )
-    bucket = F.when(
-        F.col("route.keyset") >= 0, F.pmod(F.hash(F.col("route.keyset"), F.col("route.key")), F.lit(buckets))
-    ).otherwise(F.pmod(F.hash(F.col("line")), F.lit(buckets)))
-    return exploded.select(
+
+    def wanted(keyset: int) -> Column:
+        key = F.col(f"c{keyset + 2}")
+        return type_raw.isin(list(program.keyset_types(keyset))) & key.isNotNull() & F.col("ts").isNotNull()
+
+    if len(program.key_fields) == 1:
+        # One grouping field (the common case): no arrays, no explode.
+        routed = parsed.select(
+            "line",
+            "ts",
+            F.when(wanted(0), F.lit(0)).otherwise(F.lit(UNROUTED)).alias("keyset"),
+            F.col("c2").alias("key"),
+        )
+    else:
+        candidates = [
+            F.when(wanted(ks), F.struct(F.lit(ks).alias("keyset"), F.col(f"c{ks + 2}").alias("key")))
+            for ks in range(len(program.key_fields))
+        ]
+        routes = F.array_compact(F.array(*candidates))
+        unrouted = F.array(F.struct(F.lit(UNROUTED).alias("keyset"), F.lit(None).cast("string").alias("key")))
+        routed = parsed.select(
+            "line", "ts", F.explode(F.when(F.size(routes) > 0, routes).otherwise(unrouted)).alias("route")
+        ).select("line", "ts", F.col("route.keyset").alias("keyset"), F.col("route.key").alias("key"))
+    bucket = F.when(F.col("keyset") >= 0, F.pmod(F.hash(F.col("keyset"), F.col("key")), F.lit(buckets))).otherwise(
+        F.pmod(F.hash(F.col("line")), F.lit(buckets))
+    )
+    return routed.select(
         bucket.cast("int").alias("bucket"),
-        F.col("route.keyset").cast("int").alias("keyset"),
+        F.col("keyset").cast("int").alias("keyset"),
         "line",
         "ts",
         F.unix_millis("ts").alias("ts_ms"),

@@ -43,15 +43,14 @@ class RunConfig:
 @dataclass
 class RunSummary:
     batches: int
-    rows: int
-    accepted: int
+    input_rows: int  # rows Spark handed to the engine: one per line and grouping field
+    accepted: int  # of those, rows that at least one rule could use (late ones included)
     late: int
     dead_letters: int
     outputs: dict[str, int]
     max_event_time: str | None
-    state_keys: int
-    buffered_events: int
-    state_bytes: int
+    buffered_events_peak: int  # events held across micro-batches, largest batch
+    state_bytes_peak: int  # state written by the largest batch, summed over its buckets
     seconds: float
     output_dir: str
     paths: dict[str, str] = field(default_factory=dict)
@@ -192,20 +191,18 @@ class Pipeline:
         for m in metrics:
             for name, count in m.by_type.items():
                 outputs[name] = outputs.get(name, 0) + count
-        last = metrics[-1] if metrics else None
         max_times = [m.max_event_time for m in metrics if m.max_event_time is not None]
         out = self.config.output_dir
         return RunSummary(
             batches=len(metrics),
-            rows=sum(m.rows for m in metrics),
+            input_rows=sum(m.rows for m in metrics),
             accepted=sum(m.accepted for m in metrics),
             late=sum(m.late for m in metrics),
             dead_letters=sum(m.dead for m in metrics),
             outputs=dict(sorted(outputs.items())),
             max_event_time=format_iso(max(max_times)) if max_times else None,
-            state_keys=last.state_keys if last else 0,
-            buffered_events=last.buffered if last else 0,
-            state_bytes=last.state_bytes if last else 0,
+            buffered_events_peak=max((m.buffered for m in metrics), default=0),
+            state_bytes_peak=max((m.state_bytes for m in metrics), default=0),
             seconds=round(seconds, 3),
             output_dir=str(out),
             paths={
