@@ -241,7 +241,7 @@ def evaluate(rules: RuleSet, lines: Iterable[str], *, until: int | None = None) 
     return OracleResult([record for _, record in found], dead_letters, accepted, max_event_time)
 
 
-def _read_dir(input_dir: Path | str) -> Iterator[str]:
+def read_dir(input_dir: Path | str) -> Iterator[str]:
     """Lines of every regular file not named "_*" or ".*", files in sorted name order."""
     for path in sorted(Path(input_dir).iterdir(), key=lambda p: p.name):
         if path.name.startswith(("_", ".")) or not path.is_file():
@@ -252,7 +252,7 @@ def _read_dir(input_dir: Path | str) -> Iterator[str]:
 
 
 def evaluate_dir(rules: RuleSet, input_dir: Path | str, *, until: int | None = None) -> OracleResult:
-    return evaluate(rules, _read_dir(input_dir), until=until)
+    return evaluate(rules, read_dir(input_dir), until=until)
 
 
 def _until_arg(text: str) -> int:
@@ -288,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def counted() -> Iterator[str]:
         nonlocal lines_read
-        for line in _read_dir(args.input):
+        for line in read_dir(args.input):
             lines_read += 1
             yield line
 
