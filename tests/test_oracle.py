@@ -20,33 +20,15 @@ from sparkcep.oracle import OracleResult, evaluate, evaluate_dir, main
 from sparkcep.rules.model import load_rules, parse_rules
 from sparkcep.timeutil import format_iso, parse_event_time
 
+from helpers import COMPLETION_RULE, INACTIVITY_RULE
+
 MINUTE = 60_000
 HOUR = 3_600_000
 DAY = 86_400_000
 T0 = parse_event_time("2024-01-01T00:00:00Z")
 
-ORDER_RULE = {
-    "id": "order-fulfilment",
-    "type": "completion",
-    "key": "order_number",
-    "start_event": "ORDER_CREATED",
-    "step_event": "PARCEL_SHIPPED",
-    "distinct_by": "parcel_id",
-    "count_field": "parcels_to_ship",
-    "deadline": "7d",
-    "completed_event": "ALL_PARCELS_SHIPPED",
-    "timeout_event": "THRESHOLD_EXCEEDED",
-    "progress_field": "parcels_shipped",
-}
-DEVICE_RULE = {
-    "id": "device-offline",
-    "type": "inactivity",
-    "key": "device_id",
-    "event_types": ["TRACK"],
-    "timeout": "30m",
-    "offline_event": "DEVICE_OFFLINE",
-    "online_event": "DEVICE_ONLINE",
-}
+ORDER_RULE = COMPLETION_RULE
+DEVICE_RULE = INACTIVITY_RULE
 ORDERS = parse_rules({"rules": [ORDER_RULE]})
 DEVICES = parse_rules({"rules": [DEVICE_RULE]})
 BOTH = parse_rules({"rules": [ORDER_RULE, DEVICE_RULE]})

@@ -19,10 +19,8 @@ from sparkcep.timeutil import format_iso
 
 class CompletionLogic(RuleLogic):
     def __init__(self, rule: CompletionRule) -> None:
+        super().__init__(rule.id, rule.key, rule.event_types)
         self.rule = rule
-        self.rule_id = rule.id
-        self.key_field = rule.key
-        self.event_types = rule.event_types
         self._start = rule.start_event
         self._deadline_ms = rule.deadline_ms
         self._distinct_by = rule.distinct_by

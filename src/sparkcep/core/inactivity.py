@@ -19,10 +19,8 @@ from sparkcep.timeutil import format_iso
 
 class InactivityLogic(RuleLogic):
     def __init__(self, rule: InactivityRule) -> None:
+        super().__init__(rule.id, rule.key, rule.event_types)
         self.rule = rule
-        self.rule_id = rule.id
-        self.key_field = rule.key
-        self.event_types = rule.event_types
         self._timeout = rule.timeout_ms
 
     def extract(self, event_type: str, obj: dict[str, Any]) -> object:
