@@ -85,7 +85,7 @@ def test_bad_lines_reach_the_dead_letters_and_late_events_the_late_output(spark:
     assert any("field 'device_id'" in r["reason"] for r in dead)
     late = read_jsonl_dir(out / "_late")
     assert [r["line"] for r in late] == [late_track]
-    assert late[0]["key"] == "d1" and late[0]["watermark"] == "2024-01-01T00:29:59.000Z"
+    assert late[0]["key"] == {"device_id": "d1"} and late[0]["watermark"] == "2024-01-01T00:29:59.000Z"
     assert summary.late == 1 and summary.dead_letters == 3
     # The late track did not count; everything on time matches the oracle over the on-time lines.
     on_time = [line for batch in batches for line in batch if line != late_track]

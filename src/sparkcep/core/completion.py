@@ -19,7 +19,7 @@ from sparkcep.timeutil import format_iso
 
 class CompletionLogic(RuleLogic):
     def __init__(self, rule: CompletionRule) -> None:
-        super().__init__(rule.id, rule.key, rule.event_types)
+        super().__init__(rule.id, (rule.key,), rule.event_types)
         self.rule = rule
         self._start = rule.start_event
         self._deadline_ms = rule.deadline_ms

@@ -78,12 +78,11 @@ class BatchResult:
             self.max_event_time = other.max_event_time
 
 
-def late_record(line: str, key_field: str, key: str, time: int, watermark: int) -> Record:
+def late_record(line: str, key: dict[str, str], time: int, watermark: int) -> Record:
     return {
         "reason": "late",
         "event_time": format_iso(time),
         "watermark": format_iso(watermark),
-        "key_field": key_field,
         "key": key,
         "line": line,
     }

@@ -19,7 +19,7 @@ from sparkcep.timeutil import format_iso
 
 class InactivityLogic(RuleLogic):
     def __init__(self, rule: InactivityRule) -> None:
-        super().__init__(rule.id, rule.key, rule.event_types)
+        super().__init__(rule.id, (rule.key,), rule.event_types)
         self.rule = rule
         self._timeout = rule.timeout_ms
 

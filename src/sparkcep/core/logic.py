@@ -57,9 +57,9 @@ def require_positive_int(obj: dict[str, Any], field: str) -> int:
 class RuleLogic(ABC):
     """Running logic of one rule definition (immutable; all per-key data lives in the state tuple)."""
 
-    def __init__(self, rule_id: str, key_field: str, event_types: tuple[str, ...]) -> None:
+    def __init__(self, rule_id: str, key_fields: tuple[str, ...], event_types: tuple[str, ...]) -> None:
         self.rule_id = rule_id
-        self.key_field = key_field
+        self.key_fields = key_fields
         self.event_types = event_types
 
     @abstractmethod

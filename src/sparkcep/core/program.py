@@ -1,8 +1,9 @@
 """A compiled rule set: rule logic objects, routing tables, and the decoding of input lines.
 
-Events are keyed once per *grouping field* (``order_number``, ``device_id``, ...), not once per rule:
-all rules that group by the same field share one buffer per key value. The index of a grouping field
-in :attr:`Program.key_fields` is its *keyset*; keyset ``-1`` marks a row Spark could not route.
+Events are keyed once per *grouping* (``(order_number,)``, ``(payerId, beneficiaryId)``, ...), not once per
+rule: all rules with the same grouping share one buffer per key value. The index of a grouping in
+:attr:`Program.keysets` is its *keyset*; keyset ``-1`` marks a row Spark could not route. A key value is the
+text of its fields joined by :data:`KEY_SEPARATOR`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from sparkcep.rules.model import CompletionRule, RuleSet
 from sparkcep.timeutil import parse_event_time
 
 UNROUTED = -1
+KEY_SEPARATOR = "\x1f"  # ASCII unit separator: cannot occur in a key field's text by accident
 # Lines carrying this field are the engine's own control records (end-of-input flush), never events.
 CONTROL_FIELD = "__sparkcep_control__"
 
@@ -59,11 +61,11 @@ class Program:
         self.type_field = rules.input.type_field
         self.id_field = rules.input.id_field
         self.logics: tuple[RuleLogic, ...] = tuple(_logic_for(rule) for rule in rules.rules)
-        self.key_fields: tuple[str, ...] = rules.key_fields()
+        self.keysets: tuple[tuple[str, ...], ...] = rules.keysets()
         # (keyset, event type) -> indexes of the rules that consume it, in rule order
         routes: dict[tuple[int, str], list[int]] = {}
         for index, logic in enumerate(self.logics):
-            keyset = self.key_fields.index(logic.key_field)
+            keyset = self.keysets.index(logic.key_fields)
             for event_type in logic.event_types:
                 routes.setdefault((keyset, event_type), []).append(index)
         self.routes: dict[tuple[int, str], tuple[int, ...]] = {k: tuple(v) for k, v in routes.items()}
@@ -130,14 +132,9 @@ class Program:
         if keyset == UNROUTED:
             return Decoded(None, None, self._unrouted_reasons(obj, event_type))
         rule_indexes = self.routes.get((keyset, event_type), ())
-        key = obj.get(self.key_fields[keyset])
-        key_type = type(key)
-        if key_type is int:
-            key = str(key)
-        elif key_type is not str:
-            problem = FieldProblem(self.key_fields[keyset], "a string or an integer", describe(key))
-            if self.key_fields[keyset] not in obj:
-                problem = FieldProblem(self.key_fields[keyset], "a string or an integer", "nothing (field missing)")
+        try:
+            key = self.key_of(obj, keyset)
+        except FieldProblem as problem:
             return Decoded(None, None, tuple(self._reason(i, problem) for i in rule_indexes))
         logics = self.logics
         if len(rule_indexes) == 1:  # the common case, without the list
@@ -160,25 +157,37 @@ class Program:
             values, dead = tuple(collected), tuple(refused)
         return Decoded(key, (time, event_id, zlib.crc32(line.encode()), event_type, values), dead)
 
+    def key_of(self, obj: dict[str, Any], keyset: int) -> str:
+        """The key value of ``obj`` in ``keyset``; raises :class:`FieldProblem` for a missing or ill-typed field."""
+        fields = self.keysets[keyset]
+        if len(fields) == 1:
+            return require_key(obj, fields[0])
+        return KEY_SEPARATOR.join(require_key(obj, field) for field in fields)
+
+    def key_record(self, keyset: int, key: str) -> dict[str, str]:
+        """``{field: text}`` of a key value, for records that name the key."""
+        return dict(zip(self.keysets[keyset], key.split(KEY_SEPARATOR), strict=True))
+
     def route(self, line: str) -> list[tuple[int, str]]:
         """Python twin of the Spark-side routing: ``(keyset, key)`` pairs, or ``[(-1, "")]``."""
         obj, _time, event_type, _event_id, reason = self.parse_line(line)
         if reason is not None or obj is None or CONTROL_FIELD in obj:
             return [(UNROUTED, "")]
         out: list[tuple[int, str]] = []
-        for keyset, field in enumerate(self.key_fields):
+        for keyset in range(len(self.keysets)):
             if (keyset, event_type) in self.routes:
-                value = obj.get(field)
-                if type(value) is str or type(value) is int:
-                    out.append((keyset, str(value)))
+                try:
+                    out.append((keyset, self.key_of(obj, keyset)))
+                except FieldProblem:
+                    continue
         return out or [(UNROUTED, "")]
 
     def _unrouted_reasons(self, obj: dict[str, Any], event_type: str) -> tuple[str, ...]:
         reasons: list[str] = []
-        for keyset, field in enumerate(self.key_fields):
+        for keyset in range(len(self.keysets)):
             for index in self.routes.get((keyset, event_type), ()):
                 try:
-                    require_key(obj, field)
+                    self.key_of(obj, keyset)
                 except FieldProblem as problem:
                     reasons.append(self._reason(index, problem))
         if not reasons:

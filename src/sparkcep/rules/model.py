@@ -117,6 +117,11 @@ class InactivityRule(_Frozen):
 Rule = Annotated[CompletionRule | InactivityRule, Field(discriminator="type")]
 
 
+def rule_keys(rule: CompletionRule | InactivityRule) -> tuple[str, ...]:
+    """The grouping fields of a rule."""
+    return (rule.key,)
+
+
 class RuleSet(_Frozen):
     """Everything one run evaluates: the input layout and the rules."""
 
@@ -127,11 +132,11 @@ class RuleSet(_Frozen):
         """A canonical JSON form (also what the Spark processor ships to executors)."""
         return json.dumps(self.model_dump(mode="json", by_alias=True), sort_keys=True)
 
-    def key_fields(self) -> tuple[str, ...]:
-        """Distinct grouping fields, in first-seen order: the engine keys each event once per field."""
-        seen: dict[str, None] = {}
+    def keysets(self) -> tuple[tuple[str, ...], ...]:
+        """Distinct groupings (tuples of key fields), in first-seen order: an event is keyed once per grouping."""
+        seen: dict[tuple[str, ...], None] = {}
         for rule in self.rules:
-            seen.setdefault(rule.key, None)
+            seen.setdefault(rule_keys(rule), None)
         return tuple(seen)
 
 

@@ -61,7 +61,7 @@ def result_frame(
         names.append("_late")
         times.append(event_time)
         payloads.append(
-            orjson.dumps(late_record(line, program.key_fields[keyset], key, event_time, watermark)).decode()
+            orjson.dumps(late_record(line, program.key_record(keyset, key), event_time, watermark)).decode()
         )
     for line, reason in result.dead:
         kinds.append(KIND_DEAD)

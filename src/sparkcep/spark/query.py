@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sparkcep.core.program import UNROUTED, Program
+from sparkcep.core.program import KEY_SEPARATOR, UNROUTED, Program
 from sparkcep.spark.processor import OUTPUT_SCHEMA, EngineProcessor
 
 if TYPE_CHECKING:
@@ -35,36 +35,40 @@ def event_time_column(raw: Column) -> Column:
 
 
 def routed_rows(lines: DataFrame, program: Program, buckets: int) -> DataFrame:
-    """``(bucket, keyset, line, ts, ts_ms)``: one row per grouping field of each line, or one unrouted row."""
+    """``(bucket, keyset, line, ts, ts_ms)``: one row per grouping of each line, or one unrouted row."""
     from pyspark.sql import functions as F
 
     lines = lines.where(F.length(F.trim("value")) > 0)  # blank lines are not events
-    fields = [program.time_field, program.type_field, *program.key_fields]
-    parsed = lines.select(F.col("value").alias("line"), F.json_tuple("value", *fields))
-    type_raw = F.col("c1")
+    key_fields = sorted({field for fields in program.keysets for field in fields})
+    column = {field: f"c{i + 2}" for i, field in enumerate(key_fields)}
+    parsed = lines.select(
+        F.col("value").alias("line"), F.json_tuple("value", program.time_field, program.type_field, *key_fields)
+    )
     parsed = parsed.select(
-        "line",
-        event_time_column(F.col("c0")).alias("ts"),
-        *(F.col(f"c{i + 2}") for i in range(len(program.key_fields))),
-        type_raw,
+        "line", event_time_column(F.col("c0")).alias("ts"), F.col("c1").alias("etype"), *column.values()
     )
 
-    def wanted(keyset: int) -> Column:
-        key = F.col(f"c{keyset + 2}")
-        return type_raw.isin(list(program.keyset_types(keyset))) & key.isNotNull() & F.col("ts").isNotNull()
+    def key(keyset: int) -> Column:
+        # Same text as Program.key_of: json_tuple renders integers as digits, like Python's str(int).
+        parts = [F.col(column[field]) for field in program.keysets[keyset]]
+        return parts[0] if len(parts) == 1 else F.concat_ws(KEY_SEPARATOR, *parts)
 
-    if len(program.key_fields) == 1:
-        # One grouping field (the common case): no arrays, no explode.
+    def wanted(keyset: int) -> Column:
+        present = [F.col(column[field]).isNotNull() for field in program.keysets[keyset]]
+        condition = F.col("etype").isin(list(program.keyset_types(keyset))) & F.col("ts").isNotNull()
+        for check in present:
+            condition = condition & check
+        return condition
+
+    if len(program.keysets) == 1:
+        # One grouping (the common case): no arrays, no explode.
         routed = parsed.select(
-            "line",
-            "ts",
-            F.when(wanted(0), F.lit(0)).otherwise(F.lit(UNROUTED)).alias("keyset"),
-            F.col("c2").alias("key"),
+            "line", "ts", F.when(wanted(0), F.lit(0)).otherwise(F.lit(UNROUTED)).alias("keyset"), key(0).alias("key")
         )
     else:
         candidates = [
-            F.when(wanted(ks), F.struct(F.lit(ks).alias("keyset"), F.col(f"c{ks + 2}").alias("key")))
-            for ks in range(len(program.key_fields))
+            F.when(wanted(ks), F.struct(F.lit(ks).alias("keyset"), key(ks).alias("key")))
+            for ks in range(len(program.keysets))
         ]
         routes = F.array_compact(F.array(*candidates))
         unrouted = F.array(F.struct(F.lit(UNROUTED).alias("keyset"), F.lit(None).cast("string").alias("key")))

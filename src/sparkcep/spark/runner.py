@@ -78,7 +78,7 @@ class Pipeline:
         """Refuse to resume a checkpoint whose state layout differs from this run's."""
         identity = {
             "buckets": self.config.buckets,
-            "key_fields": list(self.program.key_fields),
+            "keysets": [list(fields) for fields in self.program.keysets],
             "time_field": self.program.time_field,
         }
         path = self._state_dir / "run.json"
