@@ -174,18 +174,25 @@ def rules() -> None:
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def rules_validate(path: Path) -> None:
     """Check a rule file; errors name the rule, the field, what was expected and what came."""
-    from sparkcep.rules.model import CompletionRule, load_rules
+    from sparkcep.rules.aggregate import AggregateRule
+    from sparkcep.rules.model import CompletionRule, load_rules, rule_keys
 
     try:
         rule_set = load_rules(path)
     except SparkcepError as exc:
         raise click.ClickException(str(exc)) from exc
     for rule in rule_set.rules:
+        keys = ", ".join(rule_keys(rule))
         if isinstance(rule, CompletionRule):
-            detail = f"deadline {format_duration(rule.deadline_ms)}"
+            detail = f"{rule.type}, key {keys}, deadline {format_duration(rule.deadline_ms)}"
+        elif isinstance(rule, AggregateRule):
+            detail = (
+                f"aggregate v{rule.version} {rule.state}, by {keys}, {rule.function} over "
+                f"{format_duration(rule.window_ms)} {rule.operator} {rule.limit}"
+            )
         else:
-            detail = f"timeout {format_duration(rule.timeout_ms)}"
-        click.echo(f"ok  {rule.id}  ({rule.type}, key {rule.key}, {detail})")
+            detail = f"{rule.type}, key {keys}, timeout {format_duration(rule.timeout_ms)}"
+        click.echo(f"ok  {rule.id}  ({detail})")
 
 
 # -- demo -------------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Tests and benchmarks compare the engine's outputs with this module's. Its value is that it is obviously
 right: it shares no code with ``sparkcep.core`` or ``sparkcep.spark``, reads everything into memory,
-validates every line, then replays each rule per key in event-time order with one pending timer.
+validates every line, then replays each rule per key in event-time order: completion and inactivity rules
+with one pending timer, aggregate rules by recomputing each trigger's window from the stored events.
 
     python -m sparkcep.oracle --rules RULES.json --input DIR --output OUT.jsonl [--until ISO|ms]
 """
@@ -10,32 +11,57 @@ validates every line, then replays each rule per key in event-time order with on
 from __future__ import annotations
 
 import argparse
+import decimal
+import functools
 import json
+import operator
 import sys
 import time
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 
 import orjson
 
 from sparkcep.errors import SparkcepError
+from sparkcep.expr import ExpressionError, compile_expression
 from sparkcep.ids import output_id
+from sparkcep.rules.aggregate import AggregateRule, format_decimal, to_decimal
 from sparkcep.rules.model import CompletionRule, InactivityRule, RuleSet, load_rules
-from sparkcep.timeutil import format_iso, parse_event_time
+from sparkcep.timeutil import format_duration, format_iso, parse_event_time
 
 Record = dict[str, object]
 # One usable event for one rule and key: (time_ms, event_id, crc32(line), event_type, value). The first
 # three items are the contract's processing order; value is the start event's count, the step event's
 # distinct value, or None for inactivity rules.
 _Event = tuple[int, str, int, str, object]
+# One event stored by an aggregate rule: (time_ms, event_id, crc32(line), value, key values). The first three
+# items order the events; value is None for COUNT; key values are the group_by fields' JSON values.
+_Entry = tuple[int, str, int, Decimal | None, tuple[object, ...]]
 # (occurred_at ms, event_type, key, event_id): the order of the outputs.
 _OutputKey = tuple[int, str, str, str]
 _Output = tuple[_OutputKey, Record]
 
 _MISSING = object()
 _STR_OR_INT = "a string or an integer"
+_NUMBER = "a number or numeric text"
+
+# Sums are exact: no rounding at any size. Averages divide in Python's default context (28 digits, half
+# even), fixed here so that a caller's decimal context cannot change the oracle's results.
+_EXACT = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
+_AVERAGE = decimal.Context(prec=28, rounding=decimal.ROUND_HALF_EVEN)
+_COMPARE: dict[str, Callable[[Decimal, Decimal], bool]] = {
+    "=": operator.eq,
+    "!=": operator.ne,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "<": operator.lt,
+    "<=": operator.le,
+}
+_FUNCTION_WORDS = {"SUM": "sum", "AVG": "average", "MIN": "minimum", "MAX": "maximum"}
 
 
 @dataclass(frozen=True)
@@ -73,9 +99,12 @@ _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 # one return per check of the contract, in the contract's order, reads best here
 def _parse_line(  # noqa: PLR0911
-    rules: RuleSet, consumed: set[str], line: str
+    rules: RuleSet, consumed: set[str] | None, line: str
 ) -> tuple[int, str, str, dict[str, object]] | str:
-    """Checks 1-5 of the contract: (time, event type, event id, object), or a dead-letter reason."""
+    """Checks 1-5 of the contract: (time, event type, event id, object), or a dead-letter reason.
+
+    ``consumed`` is None when some rule consumes every event type; without a type field every event's type is "".
+    """
     spec = rules.input
     try:
         obj = _DECODER.decode(line)
@@ -92,10 +121,11 @@ def _parse_line(  # noqa: PLR0911
         event_time = parse_event_time(raw_time)
     except SparkcepError:
         return _bad_field(spec.time_field, "ISO-8601 text or integer epoch milliseconds", raw_time)
-    event_type = obj.get(spec.type_field, _MISSING)
+    event_type = "" if spec.type_field is None else obj.get(spec.type_field, _MISSING)
     if not isinstance(event_type, str):
+        assert spec.type_field is not None
         return _bad_field(spec.type_field, "an event type string", event_type)
-    if event_type not in consumed:
+    if consumed is not None and event_type not in consumed:
         return f"no rule consumes event_type {event_type!r}"
     event_id = obj.get(spec.id_field, _MISSING)
     if event_id is not _MISSING and not _is_str_or_int(event_id):
@@ -195,11 +225,217 @@ def _replay_inactivity(rule: InactivityRule, key: str, events: list[_Event], end
     return found
 
 
+def _resolver(obj: dict[str, object]) -> Callable[[tuple[str, ...]], object]:
+    """Field lookup for filters: a path walks nested objects; a missing field raises KeyError (null)."""
+
+    def resolve(path: tuple[str, ...]) -> object:
+        value: object = obj
+        for name in path:
+            if not isinstance(value, dict) or name not in value:
+                raise KeyError(name)
+            value = value[name]
+        return value
+
+    return resolve
+
+
+class _Aggregate:
+    """All versions of one aggregate rule id, and the events the rule stores per (grouping fields, key)."""
+
+    def __init__(self, versions: Iterable[AggregateRule]) -> None:
+        self.versions = sorted(versions, key=lambda version: (version.effective_from_ms, version.version))
+        self.starts = [version.effective_from_ms for version in self.versions]
+        self.filters = {v.filter: compile_expression(v.filter) for v in self.versions if v.filter is not None}
+        # A DELETE acts where it is the version in effect at its own time (not when a later version shares it).
+        self.deletes = [
+            v.effective_from_ms
+            for v in self.versions
+            if v.state == "DELETE" and self.version_at(v.effective_from_ms) is v
+        ]
+        self.stored: dict[tuple[tuple[str, ...], str], list[_Entry]] = {}
+
+    def version_at(self, time_ms: int) -> AggregateRule | None:
+        """The last version (by effective_from, then version) with effective_from <= time_ms."""
+        index = bisect_right(self.starts, time_ms)
+        return self.versions[index - 1] if index else None
+
+    def deleted_before(self, time_ms: int) -> int | None:
+        """Entries earlier than this are dropped for an evaluation at ``time_ms`` (None: none are)."""
+        index = bisect_right(self.deletes, time_ms)
+        return self.deletes[index - 1] if index else None
+
+    def take(
+        self, event_time: int, event_type: str, event_id: str, tie_break: int, obj: dict[str, object], in_run: bool
+    ) -> str | bool:
+        """Offer one valid event: a dead-letter reason, else whether the rule stored the event."""
+        found = _check_for_aggregate(self, event_time, event_type, obj)
+        if found is None:
+            return False
+        if isinstance(found, str):
+            return found
+        if in_run:
+            version, key, value, key_values = found
+            entry = (event_time, event_id, tie_break, value, key_values)
+            self.stored.setdefault((version.group_by, key), []).append(entry)
+        return in_run
+
+
+def _number(raw: object) -> Decimal | None:
+    """The exact value of a JSON number or numeric text, None for anything else."""
+    try:
+        value = to_decimal(raw)
+    except ValueError:
+        return None
+    return value if value.is_finite() else None  # json reads 1e999 as an infinite float
+
+
+def _check_for_aggregate(
+    aggregate: _Aggregate, event_time: int, event_type: str, obj: dict[str, object]
+) -> tuple[AggregateRule, str, Decimal | None, tuple[object, ...]] | str | None:
+    """(version, key, value, key values) of an event the rule stores, a dead-letter reason, or None if ignored."""
+    rule = aggregate.version_at(event_time)
+    if rule is None or rule.state != "ACTIVE" or not (rule.event_types is None or event_type in rule.event_types):
+        return None
+    prefix = f"rule {rule.id!r}, "
+    if rule.filter is not None:
+        try:
+            passed = aggregate.filters[rule.filter].test(_resolver(obj))
+        except ExpressionError as exc:
+            return prefix + f"field 'filter': {exc}"
+        if passed is not True:
+            return None
+    key_values = tuple(obj.get(name, _MISSING) for name in rule.group_by)
+    for name, key_value in zip(rule.group_by, key_values, strict=True):
+        if not _is_str_or_int(key_value):
+            return prefix + _bad_field(name, _STR_OR_INT, key_value)
+    value = None
+    if rule.function != "COUNT":
+        assert rule.field is not None
+        raw = obj.get(rule.field, _MISSING)
+        value = _number(raw)
+        if value is None:
+            return prefix + _bad_field(rule.field, _NUMBER, raw)
+    return rule, "\x1f".join(str(key_value) for key_value in key_values), value, key_values
+
+
+def _compute(function: str, values: list[Decimal]) -> Decimal:
+    if function == "MIN":
+        return min(values)
+    if function == "MAX":
+        return max(values)
+    total = functools.reduce(_EXACT.add, values)
+    return total if function == "SUM" else _AVERAGE.divide(total, Decimal(len(values)))
+
+
+def _aggregate_output(rule: AggregateRule, key: str, entry: _Entry, result: Decimal, events_in_window: int) -> _Output:
+    event_time, trigger_id, _, _, key_values = entry
+    name = rule.output_event
+    event_id = output_id(rule.id, name, key, event_time, trigger_id)
+    size = format_duration(rule.window_ms)
+    for_key = ", ".join(f"{field_name}={value}" for field_name, value in zip(rule.group_by, key_values, strict=True))
+    comparison = f"{rule.operator} {format_decimal(rule.limit)}"
+    if rule.function == "COUNT":
+        explanation = f"count of events for {for_key} over {size} is {events_in_window} {comparison}"
+    else:
+        word = _FUNCTION_WORDS[rule.function]
+        explanation = f"{word} of {rule.field} for {for_key} over {size} is {format_decimal(result)} {comparison}"
+    record: Record = {
+        "event_type": name,
+        "event_id": event_id,
+        "occurred_at": format_iso(event_time),
+        "rule_id": rule.id,
+        "rule_version": rule.version,
+        "key": dict(zip(rule.group_by, key_values, strict=True)),
+        "trigger_event_id": trigger_id,
+        "aggregate": {"function": rule.function, "field": rule.field, "value": format_decimal(result)},
+        "limit": {"operator": rule.operator, "value": format_decimal(rule.limit)},
+        "window": {
+            "size": size,
+            "start_exclusive": format_iso(event_time - rule.window_ms),
+            "end_inclusive": format_iso(event_time),
+        },
+        "events_in_window": events_in_window,
+        "explanation": explanation,
+    }
+    return (event_time, name, key, event_id), record
+
+
+def _replay_aggregate(aggregate: _Aggregate, key: str, entries: list[_Entry]) -> list[_Output]:
+    """Every stored event is a trigger: its window is recomputed from scratch under the version in effect."""
+    entries.sort(key=lambda entry: entry[:3])
+    times = [entry[0] for entry in entries]
+    found: list[_Output] = []
+    for entry in entries:
+        event_time = entry[0]
+        rule = aggregate.version_at(event_time)
+        assert rule is not None  # the version that stored the entry
+        first = bisect_right(times, event_time - rule.window_ms)  # the window's start is exclusive
+        deleted_before = aggregate.deleted_before(event_time)
+        if deleted_before is not None:
+            first = max(first, bisect_left(times, deleted_before))
+        window = entries[first : bisect_right(times, event_time)]  # the end is inclusive: all events at event_time
+        if rule.function == "COUNT":
+            count = len(window)
+            result = Decimal(count)
+        else:
+            # entries stored by an earlier COUNT version of the same grouping carry no value
+            values = [value for _, _, _, value, _ in window if value is not None]
+            count = len(values)
+            result = _compute(rule.function, values)
+        if _COMPARE[rule.operator](result, rule.limit):
+            found.append(_aggregate_output(rule, key, entry, result, count))
+    return found
+
+
+def _consumed_types(rules: RuleSet) -> set[str] | None:
+    """The event types some rule consumes; None when a rule (an aggregate without event_types) consumes all."""
+    consumed: set[str] = set()
+    for rule in rules.rules:
+        if rule.event_types is None:
+            return None
+        consumed.update(rule.event_types)
+    return consumed
+
+
+@dataclass
+class _Keyed:
+    """A completion or inactivity rule and, per key, the events it uses."""
+
+    rule: CompletionRule | InactivityRule
+    events: dict[str, list[_Event]] = field(default_factory=dict)
+
+    def take(
+        self, event_time: int, event_type: str, event_id: str, tie_break: int, obj: dict[str, object], in_run: bool
+    ) -> str | bool:
+        """Offer one valid event: a dead-letter reason, else whether the rule stored the event."""
+        if event_type not in self.rule.event_types:
+            return False
+        checked = _check_for_rule(self.rule, event_type, obj)
+        if isinstance(checked, str):
+            return checked
+        if in_run:
+            key, value = checked
+            self.events.setdefault(key, []).append((event_time, event_id, tie_break, event_type, value))
+        return in_run
+
+
+def _units(rules: RuleSet) -> list[_Keyed | _Aggregate]:
+    """One unit per rule, in file order; an aggregate rule's versions form one unit where its id first appears."""
+    units: list[_Keyed | _Aggregate] = []
+    seen: set[str] = set()
+    for rule in rules.rules:
+        if not isinstance(rule, AggregateRule):
+            units.append(_Keyed(rule))
+        elif rule.id not in seen:
+            seen.add(rule.id)
+            units.append(_Aggregate(v for v in rules.rules if isinstance(v, AggregateRule) and v.id == rule.id))
+    return units
+
+
 def evaluate(rules: RuleSet, lines: Iterable[str], *, until: int | None = None) -> OracleResult:
     """Evaluate ``rules`` over JSON lines (trailing newlines allowed; blank lines are skipped)."""
-    consumed = {event_type for rule in rules.rules for event_type in rule.event_types}
-    # per rule (same index as rules.rules): key -> the events this rule uses for that key
-    per_rule: list[dict[str, list[_Event]]] = [{} for _ in rules.rules]
+    consumed = _consumed_types(rules)
+    units = _units(rules)
     dead_letters: list[tuple[str, str]] = []
     accepted = 0
     max_event_time: int | None = None
@@ -213,32 +449,32 @@ def evaluate(rules: RuleSet, lines: Iterable[str], *, until: int | None = None) 
             continue
         event_time, event_type, event_id, obj = parsed
         tie_break = zlib.crc32(line.encode("utf-8"))
+        in_run = until is None or event_time <= until  # past the end of the run: ignored, not wrong
         used = False
-        for index, rule in enumerate(rules.rules):
-            if event_type not in rule.event_types:
-                continue
-            checked = _check_for_rule(rule, event_type, obj)
-            if isinstance(checked, str):
-                dead_letters.append((line, checked))
-            elif until is None or event_time <= until:  # past the end of the run: ignored, not wrong
-                key, value = checked
-                per_rule[index].setdefault(key, []).append((event_time, event_id, tie_break, event_type, value))
-                used = True
+        for unit in units:
+            taken = unit.take(event_time, event_type, event_id, tie_break, obj, in_run)
+            if isinstance(taken, str):
+                dead_letters.append((line, taken))
+            used = used or taken is True
         if used:
             accepted += 1
             max_event_time = event_time if max_event_time is None else max(max_event_time, event_time)
 
     end = until if until is not None else max_event_time
-    found: list[_Output] = []
-    for rule, by_key in zip(rules.rules, per_rule, strict=True):
-        for key, events in by_key.items():
+    outputs: list[_Output] = []
+    for unit in units:
+        if isinstance(unit, _Aggregate):
+            for (_, key), entries in unit.stored.items():
+                outputs.extend(_replay_aggregate(unit, key, entries))
+            continue
+        for key, events in unit.events.items():
             events.sort(key=lambda event: (event[0], event[1], event[2]))
-            if isinstance(rule, CompletionRule):
-                found.extend(_replay_completion(rule, key, events, end))
+            if isinstance(unit.rule, CompletionRule):
+                outputs.extend(_replay_completion(unit.rule, key, events, end))
             else:
-                found.extend(_replay_inactivity(rule, key, events, end))
-    found.sort(key=lambda item: item[0])
-    return OracleResult([record for _, record in found], dead_letters, accepted, max_event_time)
+                outputs.extend(_replay_inactivity(unit.rule, key, events, end))
+    outputs.sort(key=lambda item: item[0])
+    return OracleResult([record for _, record in outputs], dead_letters, accepted, max_event_time)
 
 
 def read_dir(input_dir: Path | str) -> Iterator[str]:

@@ -26,7 +26,7 @@ class CompletionLogic(RuleLogic):
         self._distinct_by = rule.distinct_by
         self._count_field = rule.count_field
 
-    def extract(self, event_type: str, obj: dict[str, Any]) -> object:
+    def extract(self, event_type: str, obj: dict[str, Any], time: int) -> object:
         if event_type == self._start:
             return require_positive_int(obj, self._count_field)
         value = obj.get(self._distinct_by)
@@ -38,7 +38,14 @@ class CompletionLogic(RuleLogic):
         raise FieldProblem(self.rule.distinct_by, "a string or an integer", shown)
 
     def on_event(
-        self, state: State | None, time: int, event_type: str, value: Any, key: str, out: list[Record]
+        self,
+        state: State | None,
+        time: int,
+        event_id: str,
+        event_type: str,
+        value: Any,
+        key: str,
+        out: list[Record],
     ) -> State | None:
         if event_type == self._start:
             if state is not None:

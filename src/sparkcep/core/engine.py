@@ -177,11 +177,11 @@ class Engine:
             else:
                 cut = len(pending)
             ready, key_state[0] = pending[:cut], pending[cut:]
-            for time, _eid, _crc, event_type, values in ready:
+            for time, event_id, _crc, event_type, values in ready:
                 if states:
                     self._fire_timers(key, states, time - 1, out)
                 for index, value in values:
-                    new = logics[index].on_event(states.get(index), time, event_type, value, key, out)
+                    new = logics[index].on_event(states.get(index), time, event_id, event_type, value, key, out)
                     if new is None:
                         states.pop(index, None)
                     else:

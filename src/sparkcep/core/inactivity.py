@@ -23,11 +23,18 @@ class InactivityLogic(RuleLogic):
         self.rule = rule
         self._timeout = rule.timeout_ms
 
-    def extract(self, event_type: str, obj: dict[str, Any]) -> object:
+    def extract(self, event_type: str, obj: dict[str, Any], time: int) -> object:
         return None  # only the key and the time matter
 
     def on_event(
-        self, state: State | None, time: int, event_type: str, value: Any, key: str, out: list[Record]
+        self,
+        state: State | None,
+        time: int,
+        event_id: str,
+        event_type: str,
+        value: Any,
+        key: str,
+        out: list[Record],
     ) -> State | None:
         if state is not None and state[2]:
             out.append(self._record(self.rule.online_event, time, key, state[1]))

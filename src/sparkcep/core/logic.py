@@ -26,8 +26,20 @@ class FieldProblem(Exception):
         self.expected = expected
         self.got = got
 
+    def describe(self) -> str:
+        """``expected ..., got ...`` (or the expected part alone when it already is the whole story)."""
+        return self.expected if self.got is _COMPLETE else f"expected {self.expected}, got {self.got}"
+
+
+_COMPLETE = object()  # FieldProblem.got for problems whose message says everything (e.g. a filter's error)
+
+
+def whole_problem(field: str, message: str) -> FieldProblem:
+    return FieldProblem(field, message, _COMPLETE)
+
 
 _MISSING = object()
+SKIP = object()  # returned by extract() for an event outside the rule's scope
 
 
 def describe(value: object) -> str:
@@ -63,12 +75,21 @@ class RuleLogic(ABC):
         self.event_types = event_types
 
     @abstractmethod
-    def extract(self, event_type: str, obj: dict[str, Any]) -> object:
-        """Validate and keep only what this rule needs of an event; raise :class:`FieldProblem`."""
+    def extract(self, event_type: str, obj: dict[str, Any], time: int) -> object:
+        """Validate and keep only what this rule needs of an event; raise :class:`FieldProblem`.
+
+        Return :data:`SKIP` when the event is outside the rule's scope at ``time`` (not an error)."""
 
     @abstractmethod
     def on_event(
-        self, state: State | None, time: int, event_type: str, value: Any, key: str, out: list[Record]
+        self,
+        state: State | None,
+        time: int,
+        event_id: str,
+        event_type: str,
+        value: Any,
+        key: str,
+        out: list[Record],
     ) -> State | None:
         """Handle one event in event-time order; append output records to ``out``."""
 

@@ -14,14 +14,17 @@ from typing import Any
 
 import orjson
 
+from sparkcep.core.aggregate import AggregateLogic
 from sparkcep.core.completion import CompletionLogic
 from sparkcep.core.inactivity import InactivityLogic
-from sparkcep.core.logic import FieldProblem, RuleLogic, describe, require_key
+from sparkcep.core.logic import SKIP, FieldProblem, RuleLogic, describe, require_key
 from sparkcep.errors import EventTimeError
-from sparkcep.rules.model import CompletionRule, RuleSet
+from sparkcep.rules.aggregate import AggregateRule
+from sparkcep.rules.model import CompletionRule, InactivityRule, RuleSet
 from sparkcep.timeutil import parse_event_time
 
 UNROUTED = -1
+WILDCARD = "*"  # in a rule's event types: every event type
 KEY_SEPARATOR = "\x1f"  # ASCII unit separator: cannot occur in a key field's text by accident
 # Lines carrying this field are the engine's own control records (end-of-input flush), never events.
 CONTROL_FIELD = "__sparkcep_control__"
@@ -41,15 +44,26 @@ class Decoded:
 
 
 _CONTROL = Decoded(None, None, ())
+_OUT_OF_SCOPE = Decoded(None, None, ())  # every rule that could take the event left it out (filter, pause)
 
 
-def _logic_for(rule: object) -> RuleLogic:
-    if isinstance(rule, CompletionRule):
-        return CompletionLogic(rule)
-    from sparkcep.rules.model import InactivityRule
-
-    assert isinstance(rule, InactivityRule)
-    return InactivityLogic(rule)
+def _logics_for(rules: RuleSet) -> tuple[RuleLogic, ...]:
+    """One logic per completion/inactivity rule, and one per (aggregate rule id, grouping) over its versions."""
+    logics: list[RuleLogic] = []
+    aggregate_versions: dict[str, list[AggregateRule]] = {}
+    for rule in rules.rules:
+        if isinstance(rule, AggregateRule):
+            aggregate_versions.setdefault(rule.id, []).append(rule)
+    placed: set[tuple[str, tuple[str, ...]]] = set()
+    for rule in rules.rules:
+        if isinstance(rule, CompletionRule):
+            logics.append(CompletionLogic(rule))
+        elif isinstance(rule, InactivityRule):
+            logics.append(InactivityLogic(rule))
+        elif (rule.id, rule.group_by) not in placed:
+            placed.add((rule.id, rule.group_by))
+            logics.append(AggregateLogic(aggregate_versions[rule.id], rule.group_by))
+    return tuple(logics)
 
 
 class Program:
@@ -60,20 +74,33 @@ class Program:
         self.time_field = rules.input.time_field
         self.type_field = rules.input.type_field
         self.id_field = rules.input.id_field
-        self.logics: tuple[RuleLogic, ...] = tuple(_logic_for(rule) for rule in rules.rules)
-        self.keysets: tuple[tuple[str, ...], ...] = rules.keysets()
-        # (keyset, event type) -> indexes of the rules that consume it, in rule order
+        self.logics: tuple[RuleLogic, ...] = _logics_for(rules)
+        self.keysets: tuple[tuple[str, ...], ...] = tuple(dict.fromkeys(logic.key_fields for logic in self.logics))
+        # (keyset, event type) -> indexes of the rules that consume it, in rule order; "*" is every type
         routes: dict[tuple[int, str], list[int]] = {}
         for index, logic in enumerate(self.logics):
             keyset = self.keysets.index(logic.key_fields)
             for event_type in logic.event_types:
                 routes.setdefault((keyset, event_type), []).append(index)
-        self.routes: dict[tuple[int, str], tuple[int, ...]] = {k: tuple(v) for k, v in routes.items()}
-        self.event_types: frozenset[str] = frozenset(t for _, t in self.routes)
+        self._explicit_routes: dict[tuple[int, str], tuple[int, ...]] = {k: tuple(v) for k, v in routes.items()}
+        self.routes: dict[tuple[int, str], tuple[int, ...]] = {}  # filled per event type on first use
+        self.event_types: frozenset[str] = frozenset(t for _, t in routes if t != WILDCARD)
+        self.consumes_all = any(t == WILDCARD for _, t in routes)
 
-    def keyset_types(self, keyset: int) -> tuple[str, ...]:
-        """Event types routed to a keyset (what the Spark side filters on)."""
-        return tuple(sorted(t for (ks, t) in self.routes if ks == keyset))
+    def keyset_types(self, keyset: int) -> tuple[str, ...] | None:
+        """Event types routed to a keyset (what the Spark side filters on); None when it takes every type."""
+        types = {t for (ks, t) in self._explicit_routes if ks == keyset}
+        return None if WILDCARD in types else tuple(sorted(types))
+
+    def rules_for(self, keyset: int, event_type: str) -> tuple[int, ...]:
+        """Indexes of the rules of ``keyset`` that consume ``event_type``, in rule order."""
+        found = self.routes.get((keyset, event_type))
+        if found is None:
+            explicit = self._explicit_routes.get((keyset, event_type), ())
+            wildcard = self._explicit_routes.get((keyset, WILDCARD), ())
+            found = tuple(sorted(set(explicit) | set(wildcard)))
+            self.routes[(keyset, event_type)] = found
+        return found
 
     # -- decoding ---------------------------------------------------------------------------------
 
@@ -103,11 +130,11 @@ class Program:
                     f"got {describe(raw_time)}"
                 ),
             )
-        event_type = obj.get(self.type_field)
+        event_type = "" if self.type_field is None else obj.get(self.type_field)
         if type(event_type) is not str:
             shown = describe(event_type) if self.type_field in obj else "nothing (field missing)"
             return None, 0, "", "", f"field {self.type_field!r}: expected the event type as a string, got {shown}"
-        if event_type not in self.event_types:
+        if not self.consumes_all and event_type not in self.event_types:
             known = ", ".join(sorted(self.event_types))
             return None, 0, "", "", f"no rule consumes event_type {event_type!r} (rules consume: {known})"
         raw_id = obj.get(self.id_field)
@@ -131,7 +158,7 @@ class Program:
             return _CONTROL
         if keyset == UNROUTED:
             return Decoded(None, None, self._unrouted_reasons(obj, event_type))
-        rule_indexes = self.routes.get((keyset, event_type), ())
+        rule_indexes = self.rules_for(keyset, event_type)
         try:
             key = self.key_of(obj, keyset)
         except FieldProblem as problem:
@@ -140,18 +167,24 @@ class Program:
         if len(rule_indexes) == 1:  # the common case, without the list
             index = rule_indexes[0]
             try:
-                values: tuple[tuple[int, Any], ...] = ((index, logics[index].extract(event_type, obj)),)
+                extracted = logics[index].extract(event_type, obj, time)
             except FieldProblem as problem:
                 return Decoded(key, None, (self._reason(index, problem),))
+            if extracted is SKIP:
+                return _OUT_OF_SCOPE
+            values: tuple[tuple[int, Any], ...] = ((index, extracted),)
             dead: tuple[str, ...] = ()
         else:
             collected: list[tuple[int, Any]] = []
             refused: list[str] = []
             for index in rule_indexes:
                 try:
-                    collected.append((index, logics[index].extract(event_type, obj)))
+                    extracted = logics[index].extract(event_type, obj, time)
                 except FieldProblem as problem:
                     refused.append(self._reason(index, problem))
+                    continue
+                if extracted is not SKIP:
+                    collected.append((index, extracted))
             if not collected:
                 return Decoded(key, None, tuple(refused))
             values, dead = tuple(collected), tuple(refused)
@@ -175,7 +208,7 @@ class Program:
             return [(UNROUTED, "")]
         out: list[tuple[int, str]] = []
         for keyset in range(len(self.keysets)):
-            if (keyset, event_type) in self.routes:
+            if self.rules_for(keyset, event_type):
                 try:
                     out.append((keyset, self.key_of(obj, keyset)))
                 except FieldProblem:
@@ -185,7 +218,7 @@ class Program:
     def _unrouted_reasons(self, obj: dict[str, Any], event_type: str) -> tuple[str, ...]:
         reasons: list[str] = []
         for keyset in range(len(self.keysets)):
-            for index in self.routes.get((keyset, event_type), ()):
+            for index in self.rules_for(keyset, event_type):
                 try:
                     self.key_of(obj, keyset)
                 except FieldProblem as problem:
@@ -196,4 +229,4 @@ class Program:
 
     def _reason(self, rule_index: int, problem: FieldProblem) -> str:
         rule_id = self.logics[rule_index].rule_id
-        return f"rule {rule_id!r}, field {problem.field!r}: expected {problem.expected}, got {problem.got}"
+        return f"rule {rule_id!r}, field {problem.field!r}: {problem.describe()}"

@@ -28,9 +28,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sparkcep.errors import DurationError, RuleError
+from sparkcep.rules.aggregate import AggregateRule, DemoRule
 from sparkcep.timeutil import parse_duration
 
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # digits first too: the demo's rule ids are numbers
 # Output names become directories under OUTPUT/; names starting with "_" are reserved for
 # _deadletter, _late and _errors.
 _OUTPUT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
@@ -53,7 +54,8 @@ class InputSpec(_Frozen):
     """Where the engine finds event time, event type and event id in every input record."""
 
     time_field: str = "occurred_at"
-    type_field: str = "event_type"
+    # None: the input has no event type field (every event is of the one unnamed type "")
+    type_field: str | None = "event_type"
     id_field: str = "event_id"
 
 
@@ -114,11 +116,14 @@ class InactivityRule(_Frozen):
         return (self.offline_event, self.online_event)
 
 
-Rule = Annotated[CompletionRule | InactivityRule, Field(discriminator="type")]
+Rule = Annotated[CompletionRule | InactivityRule | AggregateRule, Field(discriminator="type")]
+AnyRule = CompletionRule | InactivityRule | AggregateRule
 
 
-def rule_keys(rule: CompletionRule | InactivityRule) -> tuple[str, ...]:
+def rule_keys(rule: AnyRule) -> tuple[str, ...]:
     """The grouping fields of a rule."""
+    if isinstance(rule, AggregateRule):
+        return rule.group_by
     return (rule.key,)
 
 
@@ -146,34 +151,76 @@ def _rule_label(raw: Any, index: int) -> str:
     return f"#{index + 1}"
 
 
+def _check_outputs(rule: AnyRule, outputs: dict[str, AnyRule]) -> None:
+    for name in rule.output_types:
+        if not _OUTPUT_NAME.match(name):
+            raise RuleError(rule.id, "output event", "a name of letters, digits, '_' or '-'", name)
+        owner = outputs.setdefault(name, rule)
+        # Aggregate rules may share an output ("ALERT"); other rules own theirs.
+        shared = isinstance(owner, AggregateRule) and isinstance(rule, AggregateRule)
+        if owner.id != rule.id and not shared:
+            raise RuleError(rule.id, "output event", f"a name not already produced by {owner.id!r}", name)
+
+
 def _check_semantics(rules: RuleSet) -> None:
-    seen_ids: set[str] = set()
-    outputs: dict[str, str] = {}
+    seen_ids: dict[str, AnyRule] = {}
+    versions: set[tuple[str, int]] = set()
+    outputs: dict[str, AnyRule] = {}
     for rule in rules.rules:
         if not _NAME.match(rule.id):
-            raise RuleError(rule.id, "id", "letters, digits, '_', '.', '-' starting with a letter", rule.id)
-        if rule.id in seen_ids:
-            raise RuleError(rule.id, "id", "an id used by no other rule", rule.id)
-        seen_ids.add(rule.id)
-        for field_name, value in (("key", rule.key),):
-            if not value:
-                raise RuleError(rule.id, field_name, "a non-empty field name", value)
-        for name in rule.output_types:
-            if not _OUTPUT_NAME.match(name):
-                raise RuleError(rule.id, "output event", "a name of letters, digits, '_' or '-'", name)
-            owner = outputs.setdefault(name, rule.id)
-            if owner != rule.id:
-                raise RuleError(rule.id, "output event", f"a name not already produced by {owner!r}", name)
+            raise RuleError(rule.id, "id", "letters, digits, '_', '.', '-' starting with a letter or digit", rule.id)
+        earlier = seen_ids.setdefault(rule.id, rule)
+        if earlier is not rule:
+            # Only aggregate rules have versions: each entry with the same id is one version.
+            if not (isinstance(rule, AggregateRule) and isinstance(earlier, AggregateRule)):
+                raise RuleError(rule.id, "id", "an id used by no other rule", rule.id)
+            if (rule.id, rule.version) in versions:
+                raise RuleError(rule.id, "version", "a version number not used before for this id", rule.version)
+        if isinstance(rule, AggregateRule):
+            versions.add((rule.id, rule.version))
+        for field_name in rule_keys(rule):
+            if not field_name:
+                raise RuleError(rule.id, "key", "a non-empty field name", field_name)
+        _check_outputs(rule, outputs)
         if isinstance(rule, CompletionRule) and rule.start_event == rule.step_event:
             raise RuleError(rule.id, "step_event", "an event type different from start_event", rule.step_event)
         if len(set(rule.output_types)) != len(rule.output_types):
             raise RuleError(rule.id, "output event", "two different output names", rule.output_types)
 
 
+def _from_demo_form(raw: dict[str, Any]) -> dict[str, Any]:
+    """Convert entries written in the fraud-detection demo's form (they carry ``ruleId``) to sparkcep's form."""
+    items = raw.get("rules")
+    if not isinstance(items, list):
+        return raw
+    converted: list[Any] = []
+    seen: dict[int, int] = {}
+    for index, item in enumerate(items):
+        if not (isinstance(item, dict) and "ruleId" in item):
+            converted.append(item)
+            continue
+        label = str(item["ruleId"]) if isinstance(item["ruleId"], int) else f"#{index + 1}"
+        try:
+            demo = DemoRule.model_validate(item)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(part) for part in first["loc"]) or "<rule>"
+            expected = "a value (the field is required)" if first["type"] == "missing" else str(first["msg"])
+            expected = expected.removeprefix("Value error, ").split(", got ")[0].removeprefix("expected ")
+            raise RuleError(label, field, expected, first.get("input")) from None
+        if demo.ruleState == "CONTROL":
+            expected = "ACTIVE, PAUSE or DELETE in a rule file (CONTROL rules act on a rule store)"
+            raise RuleError(label, "ruleState", expected, "CONTROL")
+        seen[demo.ruleId] = seen.get(demo.ruleId, 0) + 1
+        converted.append(demo.to_rule(version=seen[demo.ruleId]))
+    return {**raw, "rules": converted}
+
+
 def parse_rules(raw: Any) -> RuleSet:
     """Validate a decoded rule document; errors name the rule, the field, what was expected and what came."""
     if not isinstance(raw, dict):
         raise RuleError("<file>", "<top level>", "an object with 'rules'", type(raw).__name__)
+    raw = _from_demo_form(raw)
     try:
         rules = RuleSet.model_validate(raw)
     except ValidationError as exc:
@@ -199,7 +246,7 @@ def parse_rules(raw: Any) -> RuleSet:
             expected = expected.removeprefix("expected ")
         elif first["type"] == "union_tag_invalid":
             expected, got, field = (
-                "type 'completion' or 'inactivity'",
+                "type 'completion', 'inactivity' or 'aggregate'",
                 got.get("type") if isinstance(got, dict) else got,
                 "type",
             )

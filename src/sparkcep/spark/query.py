@@ -40,12 +40,15 @@ def routed_rows(lines: DataFrame, program: Program, buckets: int) -> DataFrame:
 
     lines = lines.where(F.length(F.trim("value")) > 0)  # blank lines are not events
     key_fields = sorted({field for fields in program.keysets for field in fields})
+    # Without a type field every event has the type "" (the json_tuple slot then reads the time twice).
+    type_field = program.type_field or program.time_field
     column = {field: f"c{i + 2}" for i, field in enumerate(key_fields)}
     parsed = lines.select(
-        F.col("value").alias("line"), F.json_tuple("value", program.time_field, program.type_field, *key_fields)
+        F.col("value").alias("line"), F.json_tuple("value", program.time_field, type_field, *key_fields)
     )
+    event_type = F.col("c1") if program.type_field else F.lit("")
     parsed = parsed.select(
-        "line", event_time_column(F.col("c0")).alias("ts"), F.col("c1").alias("etype"), *column.values()
+        "line", event_time_column(F.col("c0")).alias("ts"), event_type.alias("etype"), *column.values()
     )
 
     def key(keyset: int) -> Column:
@@ -55,7 +58,10 @@ def routed_rows(lines: DataFrame, program: Program, buckets: int) -> DataFrame:
 
     def wanted(keyset: int) -> Column:
         present = [F.col(column[field]).isNotNull() for field in program.keysets[keyset]]
-        condition = F.col("etype").isin(list(program.keyset_types(keyset))) & F.col("ts").isNotNull()
+        types = program.keyset_types(keyset)
+        condition = F.col("ts").isNotNull()
+        if types is not None:
+            condition = condition & F.col("etype").isin(list(types))
         for check in present:
             condition = condition & check
         return condition

@@ -1,0 +1,153 @@
+"""The function registry and the built-in functions.
+
+Built-ins: abs(x), round(x[, digits]), floor(x), ceil(x), lower(s), upper(s), length(s),
+coalesce(a, ...), min(a, ...), max(a, ...). Function names are case-insensitive.
+"""
+
+from __future__ import annotations
+
+import decimal
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from decimal import Decimal
+
+from sparkcep.expr.ast import ExpressionError
+from sparkcep.expr.values import CONTEXT, compare, kind, to_number
+
+
+@dataclass(frozen=True)
+class Function:
+    """A registered function.
+
+    Eager functions (the default) get the evaluated arguments; with ``null_in_null_out`` (also the
+    default) any null argument makes the result null without calling ``call``. Lazy functions get
+    ``(args, resolve)``: the argument *syntax trees* and the resolver of the current evaluation, and decide
+    themselves what the arguments mean; e.g. ``first(A)`` reads the stage name from ``args[0]``.
+    Functions report bad input by raising ExpressionError (the evaluator adds the column).
+    """
+
+    name: str
+    call: Callable[..., object]
+    min_args: int = 1
+    max_args: int | None = 1
+    lazy: bool = False
+    null_in_null_out: bool = True
+
+    def arity(self) -> str:
+        if self.max_args == self.min_args:
+            return f"{self.min_args} argument{'s' if self.min_args != 1 else ''}"
+        upper = "or more" if self.max_args is None else f"to {self.max_args}"
+        return f"{self.min_args} {upper} arguments"
+
+
+class FunctionRegistry:
+    """Name -> Function. Names are case-insensitive (stored lower-case), like keywords."""
+
+    def __init__(self, functions: Iterable[Function] = ()) -> None:
+        self._functions: dict[str, Function] = {}
+        for function in functions:
+            self.add(function)
+
+    def add(self, function: Function) -> None:
+        name = function.name.lower()
+        if name in self._functions:
+            raise ValueError(f"function {name!r} is already registered")
+        self._functions[name] = function
+
+    def register(
+        self,
+        name: str,
+        call: Callable[..., object],
+        *,
+        min_args: int = 1,
+        max_args: int | None = 1,
+        lazy: bool = False,
+        null_in_null_out: bool = True,
+    ) -> None:
+        """Add a function; see :class:`Function` for what ``lazy`` and ``null_in_null_out`` mean."""
+        self.add(Function(name.lower(), call, min_args, max_args, lazy, null_in_null_out))
+
+    def get(self, name: str) -> Function | None:
+        return self._functions.get(name.lower())
+
+    def is_lazy(self, name: str) -> bool:
+        function = self.get(name)
+        return function is not None and function.lazy
+
+    def names(self) -> list[str]:
+        return sorted(self._functions)
+
+    def copy(self) -> FunctionRegistry:
+        return FunctionRegistry(self._functions.values())
+
+
+def _need_number(name: str, value: object) -> int | Decimal:
+    number = to_number(value)
+    if number is None:
+        raise ExpressionError(f"{name}() needs a number, got {kind(value)}")
+    return number
+
+
+def _need_string(name: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise ExpressionError(f"{name}() needs a string, got {kind(value)}")
+    return value
+
+
+def _round(value: object, digits: object = 0) -> int | Decimal:
+    number = _need_number("round", value)
+    if isinstance(digits, bool) or not isinstance(digits, int) or not -28 <= digits <= 28:
+        raise ExpressionError(f"round() needs whole digits between -28 and 28, got {digits!r}")
+    if isinstance(number, int) and digits >= 0:
+        return number
+    # Half away from zero, as Spark's and SQL's round() do (not Python's banker's rounding).
+    try:
+        rounded = Decimal(number).quantize(Decimal(1).scaleb(-digits), decimal.ROUND_HALF_UP, CONTEXT)
+    except ArithmeticError:  # the result would need more than the context's 28 digits
+        raise ExpressionError(f"round() cannot keep {digits} decimal places of {number}") from None
+    return int(rounded) if isinstance(number, int) else rounded
+
+
+def _to_integer(name: str, rounding: str) -> Callable[[object], int]:
+    def call(value: object) -> int:
+        number = _need_number(name, value)
+        return number if isinstance(number, int) else int(number.to_integral_value(rounding, CONTEXT))
+
+    return call
+
+
+def _extreme(op: str) -> Callable[..., object]:
+    # Nulls are skipped (as Spark's least/greatest do); null only when every argument is null.
+    def call(*values: object) -> object:
+        best: object = None
+        for value in values:
+            if value is not None and (best is None or compare(op, value, best)):
+                best = value
+        return best
+
+    return call
+
+
+def _abs(value: object) -> int | Decimal:
+    number = _need_number("abs", value)
+    return abs(number) if isinstance(number, int) else CONTEXT.abs(number)
+
+
+def default_functions() -> FunctionRegistry:
+    """A fresh registry with the built-in functions; add your own to it without affecting others."""
+    return FunctionRegistry(
+        [
+            Function("abs", _abs),
+            Function("round", _round, 1, 2),
+            Function("floor", _to_integer("floor", decimal.ROUND_FLOOR)),
+            Function("ceil", _to_integer("ceil", decimal.ROUND_CEILING)),
+            Function("lower", lambda s: _need_string("lower", s).lower()),
+            Function("upper", lambda s: _need_string("upper", s).upper()),
+            Function("length", lambda s: len(_need_string("length", s))),
+            Function(
+                "coalesce", lambda *values: next((v for v in values if v is not None), None), 1, None, False, False
+            ),
+            Function("min", _extreme("<"), 1, None, False, False),
+            Function("max", _extreme(">"), 1, None, False, False),
+        ]
+    )

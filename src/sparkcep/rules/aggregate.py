@@ -1,0 +1,194 @@
+"""Aggregate rules: "sum of paymentAmount per (payerId, beneficiaryId) over the last 24 h > 200 000".
+
+Two spellings are accepted. The fraud-detection demo's JSON rules, unchanged::
+
+    {"ruleId": 1, "ruleState": "ACTIVE", "groupingKeyNames": ["payerId", "beneficiaryId"],
+     "aggregateFieldName": "paymentAmount", "aggregatorFunctionType": "SUM",
+     "limitOperatorType": "GREATER", "limit": 200000, "windowMinutes": 1440}
+
+and sparkcep's own form, which adds a string id, a version, the event time at which the version takes
+effect, a filter expression, COUNT, event types and the name of the output event::
+
+    {"type": "aggregate", "id": "big-transfers", "version": 2, "effective_from": "2024-01-05T00:00:00Z",
+     "group_by": ["payerId", "beneficiaryId"], "function": "SUM", "field": "paymentAmount",
+     "operator": ">", "limit": "200000", "window": "24h", "filter": "paymentType in ('CARD', 'SEPA')",
+     "output_event": "FRAUD_ALERT"}
+
+Several entries with the same id are the versions of one rule; each takes effect at its
+``effective_from`` (event time), so replaying history with the rule log reproduces the rule history too.
+"""
+
+from __future__ import annotations
+
+from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal, InvalidOperation
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from sparkcep.errors import DurationError
+from sparkcep.timeutil import parse_duration, parse_event_time
+
+OPERATORS = {
+    "EQUAL": "=",
+    "NOT_EQUAL": "!=",
+    "GREATER": ">",
+    "GREATER_EQUAL": ">=",
+    "LESS": "<",
+    "LESS_EQUAL": "<=",
+}
+OPERATOR_WORDS = {symbol: word.lower().replace("_", " ") for word, symbol in OPERATORS.items()}
+FUNCTIONS = ("SUM", "AVG", "MIN", "MAX", "COUNT")
+COUNT_FLINK = "COUNT_FLINK"  # the demo's name for "count the events" in aggregateFieldName
+
+
+def to_decimal(value: object) -> Decimal:
+    """Exact decimal of a JSON number or numeric text; floats go through their shortest repr (0.1 -> 0.1)."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got {value!r}")
+    result: Decimal | None = None
+    if isinstance(value, int):
+        result = Decimal(value)
+    elif isinstance(value, float):
+        result = Decimal(repr(value))
+    elif isinstance(value, str):
+        try:
+            result = Decimal(value.strip())
+        except InvalidOperation:
+            result = None
+    elif isinstance(value, Decimal):
+        result = value
+    if result is None or not result.is_finite():  # NaN and infinities are not amounts
+        raise ValueError(f"expected a number, got {value!r}")
+    return result
+
+
+_EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)  # normalize() must not round
+
+
+def format_decimal(value: Decimal) -> str:
+    """Canonical text of an exact number: fixed point, no trailing zeros (``210000.00`` -> ``210000``).
+
+    Equal values always print the same, however they were computed (a direct sum and a difference of prefix
+    sums can carry different exponents).
+    """
+    text = format(value.normalize(_EXACT), "f")
+    return "0" if text in ("-0", "0") else text
+
+
+def _operator(value: object) -> str:
+    if isinstance(value, str):
+        text = value.strip()
+        if text.upper() in OPERATORS:
+            return OPERATORS[text.upper()]
+        if text == "==":
+            return "="
+        if text in OPERATORS.values():
+            return text
+    raise ValueError(f"expected one of {', '.join([*OPERATORS, *OPERATORS.values()])}, got {value!r}")
+
+
+def _window(value: object) -> int:
+    if isinstance(value, str | int) and not isinstance(value, bool):
+        ms = parse_duration(value)
+        if ms > 0:
+            return ms
+    raise DurationError(f"expected a positive duration such as '24h', got {value!r}")
+
+
+class AggregateRule(BaseModel):
+    """One version of an aggregate rule (sparkcep's form; the demo form is converted into it)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    type: Literal["aggregate"]
+    id: str
+    version: int = Field(default=1, ge=1)
+    effective_from_ms: int = Field(default=0, alias="effective_from")
+    state: Literal["ACTIVE", "PAUSE", "DELETE"] = "ACTIVE"
+    group_by: tuple[str, ...] = Field(min_length=1)
+    function: Literal["SUM", "AVG", "MIN", "MAX", "COUNT"]
+    field: str | None = None
+    operator: str
+    limit: Decimal
+    window_ms: int = Field(alias="window")
+    filter: str | None = None
+    event_types_: tuple[str, ...] | None = Field(default=None, alias="event_types")
+    output_event: str = "ALERT"
+
+    _op = field_validator("operator", mode="before")(_operator)
+    _win = field_validator("window_ms", mode="before")(_window)
+
+    @field_validator("effective_from_ms", mode="before")
+    @classmethod
+    def _effective(cls, value: object) -> int:
+        return parse_event_time(value)
+
+    @field_validator("limit", mode="before")
+    @classmethod
+    def _limit(cls, value: object) -> Decimal:
+        return to_decimal(value)
+
+    @field_validator("filter")
+    @classmethod
+    def _filter(cls, value: str | None) -> str | None:
+        if value is not None:
+            from sparkcep.expr import compile_expression
+
+            compile_expression(value)  # raises with the column of the problem
+        return value
+
+    @model_validator(mode="after")
+    def _field_needed(self) -> AggregateRule:
+        if self.function != "COUNT" and not self.field:
+            raise ValueError(f"function {self.function} needs 'field' (the numeric field to aggregate)")
+        return self
+
+    @property
+    def event_types(self) -> tuple[str, ...] | None:
+        return self.event_types_
+
+    @property
+    def output_types(self) -> tuple[str, ...]:
+        return (self.output_event,)
+
+
+class DemoRule(BaseModel):
+    """The fraud-detection demo's rule JSON, field for field (validated so errors name the demo's fields)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ruleId: int
+    ruleState: Literal["ACTIVE", "PAUSE", "DELETE", "CONTROL"]
+    groupingKeyNames: tuple[str, ...] = ()
+    aggregateFieldName: str | None = None
+    aggregatorFunctionType: Literal["SUM", "AVG", "MIN", "MAX"] | None = None
+    limitOperatorType: str | None = None
+    limit: Decimal | None = None
+    windowMinutes: int | None = Field(default=None, gt=0)
+    controlType: Literal["CLEAR_STATE_ALL", "DELETE_RULES_ALL", "EXPORT_RULES_CURRENT"] | None = None
+
+    @field_validator("limit", mode="before")
+    @classmethod
+    def _limit(cls, value: object) -> Decimal | None:
+        return None if value is None else to_decimal(value)
+
+    @field_validator("limitOperatorType", mode="before")
+    @classmethod
+    def _op(cls, value: object) -> str | None:
+        return None if value is None else _operator(value)
+
+    def to_rule(self, version: int) -> dict[str, Any]:
+        """The equivalent entry in sparkcep's form (validated again as an :class:`AggregateRule`)."""
+        counting = self.aggregateFieldName == COUNT_FLINK
+        return {
+            "type": "aggregate",
+            "id": str(self.ruleId),
+            "version": version,
+            "state": self.ruleState,
+            "group_by": list(self.groupingKeyNames),
+            "function": "COUNT" if counting else self.aggregatorFunctionType,
+            "field": None if counting else self.aggregateFieldName,
+            "operator": self.limitOperatorType,
+            "limit": None if self.limit is None else str(self.limit),
+            "window": None if self.windowMinutes is None else self.windowMinutes * 60_000,
+        }
