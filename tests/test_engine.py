@@ -253,3 +253,34 @@ def test_parse_event_time_accepts_iso_offsets_and_epoch_millis() -> None:
     assert parse_event_time("2024-01-01T00:00:00") == T0
     assert parse_event_time(T0) == T0
     assert parse_event_time(str(T0)) == T0
+
+
+def test_a_rule_that_raises_is_quarantined_for_that_key_and_the_others_go_on() -> None:
+    program = Program(ruleset(COMPLETION_RULE, INACTIVITY_RULE))
+    device_logic = program.logics[1]
+    original = device_logic.on_event
+
+    def fragile(state, time, event_id, event_type, value, key, out):  # type: ignore[no-untyped-def]
+        if key == "bad":
+            raise ValueError("sensor firmware sent nonsense")
+        return original(state, time, event_id, event_type, value, key, out)
+
+    device_logic.on_event = fragile  # type: ignore[method-assign]
+    lines = [
+        track("bad", T0),
+        track("good", T0),
+        track("bad", T0 + 1),
+        order("o1", T0, 1),
+        parcel("o1", "p", T0 + 2),
+        track("good", T0 + DAY),
+    ]
+    result = LocalRunner(program, 0, buckets=2).run([lines])
+    assert [(e["rule_id"], e["key"], e["trigger"]) for e in result.errors] == [
+        ("device-offline", "bad", f"event tr-bad-{T0}")
+    ]
+    assert "ValueError: sensor firmware sent nonsense" in result.errors[0]["error"]
+    assert summary(result.outputs) == [
+        ("ALL_PARCELS_SHIPPED", format_iso(T0 + 2)),
+        ("DEVICE_OFFLINE", format_iso(T0 + 30 * MINUTE)),
+        ("DEVICE_ONLINE", format_iso(T0 + DAY)),
+    ]

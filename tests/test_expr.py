@@ -518,6 +518,8 @@ def test_fields_paths_and_pickling() -> None:
     copy = pickle.loads(pickle.dumps(expression))
     record = {"payer": {"country": "DE"}, "amount": -7, "limit": {"max": 5}}
     assert copy.text == expression.text and copy.evaluate_record(record) is True
+    error = pickle.loads(pickle.dumps(error_of("1 / x", x=0)))
+    assert (error.column, error.message, str(error)) == (3, "division by zero in '1 / x'", "column 3: " + error.message)
     assert repr(copy) == "Expression(\"payer.country == 'DE' and abs(amount) > limit.max and (x).y is null\")"
 
 

@@ -27,6 +27,8 @@ NO_WATERMARK = -(2**63)
 _SNAPSHOT_VERSION = 1
 
 # Per key: [buffered events, {rule index: rule state}, wake-up time or None]
+# A rule that raised for a key keeps this state there: no timer, and events skip it.
+QUARANTINED: State = (None, "quarantined")
 KeyState = list[Any]
 
 
@@ -60,6 +62,7 @@ class BatchResult:
     """What one call produced. ``late`` holds (line, keyset, key, event time); ``dead`` (line, reason)."""
 
     outputs: list[Record] = field(default_factory=list)
+    errors: list[Record] = field(default_factory=list)
     late: list[tuple[str, int, str, int]] = field(default_factory=list)
     dead: list[tuple[str, str]] = field(default_factory=list)
     rows: int = 0
@@ -68,6 +71,7 @@ class BatchResult:
 
     def extend(self, other: BatchResult) -> None:
         self.outputs.extend(other.outputs)
+        self.errors.extend(other.errors)
         self.late.extend(other.late)
         self.dead.extend(other.dead)
         self.rows += other.rows
@@ -149,45 +153,40 @@ class Engine:
                 if key_state[2] is None or time < key_state[2]:
                     key_state[2] = time
         result.max_event_time = max_time
-        self.advance(state, max(watermark, safe_bound), result.outputs)
+        self.advance(state, max(watermark, safe_bound), result.outputs, result.errors)
         return result
 
-    def advance(self, state: BucketState, watermark: int, out: list[Record]) -> None:
+    def advance(
+        self, state: BucketState, watermark: int, out: list[Record], errors: list[Record] | None = None
+    ) -> None:
         """Release every buffered event and timer at or before ``watermark``, in event-time order."""
         keys = state.keys
         due = [slot for slot, ks in keys.items() if ks[2] is not None and ks[2] <= watermark]
         # Key order only affects the order of records within one call; sort for reproducible output.
         due.sort()
+        errors = [] if errors is None else errors
         for slot in due:
             key_state = keys[slot]
-            self._advance_key(slot[1], key_state, watermark, out)
+            self._advance_key(slot[1], key_state, watermark, out, errors)
             if not key_state[0] and not key_state[1]:
                 del keys[slot]
 
-    def _advance_key(self, key: str, key_state: KeyState, watermark: int, out: list[Record]) -> None:
+    def _advance_key(
+        self, key: str, key_state: KeyState, watermark: int, out: list[Record], errors: list[Record]
+    ) -> None:
         pending: list[Event] = key_state[0]
         states: dict[int, State] = key_state[1]
-        logics = self._logics
         if pending:
             pending.sort()
-            cut = 0
-            for cut, event in enumerate(pending):  # noqa: B007 - cut is used after the loop
+            cut = len(pending)
+            for index, event in enumerate(pending):
                 if event[0] > watermark:
+                    cut = index
                     break
-            else:
-                cut = len(pending)
             ready, key_state[0] = pending[:cut], pending[cut:]
-            for time, event_id, _crc, event_type, values in ready:
-                if states:
-                    self._fire_timers(key, states, time - 1, out)
-                for index, value in values:
-                    new = logics[index].on_event(states.get(index), time, event_id, event_type, value, key, out)
-                    if new is None:
-                        states.pop(index, None)
-                    else:
-                        states[index] = new
+            self._dispatch(key, states, ready, out, errors)
         if states:
-            self._fire_timers(key, states, watermark, out)
+            self._fire_timers(key, states, watermark, out, errors)
         # Recompute the key's wake-up: its earliest buffered event or timer.
         wake: int | None = key_state[0][0][0] if key_state[0] else None
         for rule_state in states.values():
@@ -196,7 +195,31 @@ class Engine:
                 wake = timer
         key_state[2] = wake
 
-    def _fire_timers(self, key: str, states: dict[int, State], upto: int, out: list[Record]) -> None:
+    def _dispatch(
+        self, key: str, states: dict[int, State], ready: list[Event], out: list[Record], errors: list[Record]
+    ) -> None:
+        """Hand released events to their rules in order, firing each rule's earlier timers first."""
+        logics = self._logics
+        for time, event_id, _crc, event_type, values in ready:
+            if states:
+                self._fire_timers(key, states, time - 1, out, errors)
+            for index, value in values:
+                current = states.get(index)
+                if current == QUARANTINED:
+                    continue
+                try:
+                    new = logics[index].on_event(current, time, event_id, event_type, value, key, out)
+                except Exception as exc:  # one failing rule must not stop the others
+                    errors.append(self._quarantine(states, index, key, time, event_id, exc))
+                    continue
+                if new is None:
+                    states.pop(index, None)
+                else:
+                    states[index] = new
+
+    def _fire_timers(
+        self, key: str, states: dict[int, State], upto: int, out: list[Record], errors: list[Record]
+    ) -> None:
         """Fire timers at or before ``upto`` in (time, rule index) order; a timer may set a new one."""
         logics = self._logics
         while True:
@@ -208,8 +231,30 @@ class Engine:
                     best_time, best_index = timer, index
             if best_index < 0:
                 return
-            new = logics[best_index].on_timer(states[best_index], best_time, key, out)
+            try:
+                new = logics[best_index].on_timer(states[best_index], best_time, key, out)
+            except Exception as exc:
+                errors.append(self._quarantine(states, best_index, key, best_time, None, exc))
+                continue
             if new is None:
                 del states[best_index]
             else:
                 states[best_index] = new
+
+    def _quarantine(
+        self, states: dict[int, State], index: int, key: str, time: int, event_id: str | None, exc: Exception
+    ) -> Record:
+        """Stop a rule for one key after it raised, and say so. The key's other rules go on.
+
+        Quarantine is per (rule, key): which keys fail depends only on the events, so output stays
+        independent of buckets and batches.
+        """
+        states[index] = QUARANTINED
+        return {
+            "rule_id": self._logics[index].rule_id,
+            "key": key,
+            "event_time": format_iso(time),
+            "trigger": "timer" if event_id is None else f"event {event_id}",
+            "error": f"{type(exc).__name__}: {exc}",
+            "action": "rule quarantined for this key from this event time on",
+        }

@@ -28,6 +28,10 @@ class ExpressionError(SparkcepError, ValueError):
         self.column = column
         super().__init__(f"column {column}: {message}" if column else message)
 
+    def __reduce__(self) -> tuple[type[ExpressionError], tuple[str, int | None]]:
+        # Errors cross process boundaries (Spark workers); keep message and column apart on the way.
+        return (ExpressionError, (self.message, self.column))
+
 
 @dataclass(frozen=True)
 class Node:

@@ -69,9 +69,8 @@ class _Compiler:
             case ast.Not(operand=operand_node):
                 return self.logic(node, (self.closure(operand_node),), "not")
             case ast.And(operands=operands) | ast.Or(operands=operands):
-                return self.logic(
-                    node, tuple(map(self.closure, operands)), "and" if isinstance(node, ast.And) else "or"
-                )
+                word = "and" if isinstance(node, ast.And) else "or"
+                return self.logic(node, tuple(map(self.closure, operands)), word)
             case ast.BinOp(op=op):
                 return self.binary(node, values.INT_OPS.get(op), lambda a, b: values.arithmetic(op, a, b))
             case ast.Compare(op=op):
@@ -106,9 +105,8 @@ class _Compiler:
         return run
 
     def binary(
-        self, node: Node, fast: Callable[[Any, Any], object] | None, slow: Callable[[object, object], object]
+        self, node: ast.BinOp | ast.Compare, fast: Callable[..., object] | None, slow: Callable[..., object]
     ) -> Compiled:
-        assert isinstance(node, ast.BinOp | ast.Compare)
         left, right = self.closure(node.left), self.closure(node.right)
         # Same-type ints (and strings, where the operator means the same for them) skip the general
         # path, which would give the same answer after classifying both values.

@@ -1,8 +1,9 @@
 """Recursive-descent parser: text -> syntax tree (see the grammar in ``sparkcep.expr``).
 
 One method per precedence level. Nesting is bounded twice: by how deep the parser recurses (parentheses,
-prefix operators, call arguments) and by the height of the tree it builds (long operator chains), both
-at ``MAX_DEPTH``, so nothing downstream can hit Python's recursion limit.
+call arguments, ``in`` lists) and by the height of the tree it builds (operator chains, ``not not ...``,
+``- - ...``), both at ``MAX_DEPTH``, so neither the parser nor the printer, compiler and compiled
+closures downstream (all recursive) can hit Python's recursion limit.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from sparkcep.expr.ast import (
 )
 from sparkcep.expr.lexer import Token, tokenize
 
+_ARITHMETIC = {"+": 1, "-": 1, "*": 2, "/": 2, "%": 2}  # binding strength
 # "=" and "<>" are accepted for SQL habits but stored (and printed) as "==" and "!=".
-_ARITHMETIC = {"+": 1, "-": 1, "*": 2, "/": 2, "%": 2}
 _COMPARE = {"==": "==", "=": "==", "!=": "!=", "<>": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
 
@@ -47,12 +48,12 @@ class _Parser:
         self.depth = 0
 
     # -- token helpers ---------------------------------------------------------------------------
-    def peek(self, ahead: int = 0) -> Token:
-        return self.tokens[min(self.index + ahead, len(self.tokens) - 1)]
+    def peek(self) -> Token:
+        return self.tokens[self.index]
 
     def advance(self) -> Token:
-        token = self.peek()
-        self.index = min(self.index + 1, len(self.tokens) - 1)
+        token = self.tokens[self.index]
+        self.index = min(self.index + 1, len(self.tokens) - 1)  # stay on the final "end" token
         return token
 
     def at(self, kind: str, value: str) -> bool:

@@ -35,6 +35,7 @@ KIND_OUTPUT = "out"
 KIND_LATE = "late"
 KIND_DEAD = "dead"
 KIND_METRIC = "metric"
+KIND_ERROR = "error"
 
 
 @lru_cache(maxsize=8)
@@ -63,6 +64,11 @@ def result_frame(
         payloads.append(
             orjson.dumps(late_record(line, program.key_record(keyset, key), event_time, watermark)).decode()
         )
+    for error in result.errors:
+        kinds.append(KIND_ERROR)
+        names.append("_errors")
+        times.append(0)
+        payloads.append(orjson.dumps(error).decode())
     for line, reason in result.dead:
         kinds.append(KIND_DEAD)
         names.append("_deadletter")
@@ -74,6 +80,7 @@ def result_frame(
         "late": len(result.late),
         "dead": len(result.dead),
         "outputs": len(result.outputs),
+        "errors": len(result.errors),
         "max_event_time": result.max_event_time,
         "keys": len(state.keys),
         "buffered": state.buffered_events(),

@@ -21,7 +21,7 @@ from sparkcep.core.program import CONTROL_FIELD, Program
 from sparkcep.errors import CheckpointMismatch
 from sparkcep.rules.model import RuleSet
 from sparkcep.spark.query import QuerySpec, build_stream
-from sparkcep.spark.sink import DEADLETTER_DIR, LATE_DIR, FileSink, read_metrics, write_atomically
+from sparkcep.spark.sink import DEADLETTER_DIR, ERRORS_DIR, LATE_DIR, FileSink, read_metrics, write_atomically
 from sparkcep.timeutil import format_iso, parse_event_time
 
 if TYPE_CHECKING:
@@ -47,6 +47,7 @@ class RunSummary:
     accepted: int  # of those, rows that at least one rule could use (late ones included)
     late: int
     dead_letters: int
+    rule_errors: int  # rules quarantined for a key after raising (records in _errors/)
     outputs: dict[str, int]
     max_event_time: str | None
     buffered_events_peak: int  # events held across micro-batches, largest batch
@@ -199,6 +200,7 @@ class Pipeline:
             accepted=sum(m.accepted for m in metrics),
             late=sum(m.late for m in metrics),
             dead_letters=sum(m.dead for m in metrics),
+            rule_errors=sum(m.errors for m in metrics),
             outputs=dict(sorted(outputs.items())),
             max_event_time=format_iso(max(max_times)) if max_times else None,
             buffered_events_peak=max((m.buffered for m in metrics), default=0),
@@ -209,5 +211,6 @@ class Pipeline:
                 **{name: str(out / name) for name in outputs},
                 "late": str(out / LATE_DIR),
                 "deadletter": str(out / DEADLETTER_DIR),
+                "errors": str(out / ERRORS_DIR),
             },
         )

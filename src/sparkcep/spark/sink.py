@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
 LATE_DIR = "_late"
 DEADLETTER_DIR = "_deadletter"
-_METRIC_FIELDS = ("rows", "accepted", "late", "dead", "outputs")
+ERRORS_DIR = "_errors"
+_METRIC_FIELDS = ("rows", "accepted", "late", "dead", "outputs", "errors")
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -42,6 +43,7 @@ class BatchMetrics:
     late: int = 0
     dead: int = 0
     outputs: int = 0
+    errors: int = 0
     max_event_time: int | None = None
     state_keys: int = 0
     buffered: int = 0
