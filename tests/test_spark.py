@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from sparkcep import oracle
+from sparkcep.core.program import Program
 from sparkcep.outputs import canonical, read_all_outputs, read_jsonl_dir
 from sparkcep.rules.model import RuleSet, load_rules
 from sparkcep.simulate import generate_orders
@@ -171,3 +172,88 @@ def test_hard_kill_and_restart_loses_nothing_and_duplicates_nothing(tmp_path: Pa
     assert len({r["event_id"] for r in actual}) == len(actual)
     assert actual == expected
     assert summary["accepted"] == sim.events + sim.duplicates
+
+
+def fraud_rules() -> RuleSet:
+    from sparkcep.rules.model import parse_rules
+
+    demo = {
+        "ruleId": 1,
+        "ruleState": "ACTIVE",
+        "groupingKeyNames": ["payerId", "beneficiaryId"],
+        "aggregateFieldName": "paymentAmount",
+        "aggregatorFunctionType": "SUM",
+        "limitOperatorType": "GREATER",
+        "limit": 900,
+        "windowMinutes": 30,
+    }
+    counted = {
+        "type": "aggregate",
+        "id": "busy-payer",
+        "group_by": ["payerId"],
+        "function": "COUNT",
+        "operator": ">=",
+        "limit": 6,
+        "window": "10m",
+        "filter": "paymentType != 'SEPA'",
+    }
+    tightened = {**counted, "version": 2, "effective_from": T0 + 90 * MINUTE, "limit": 4}
+    return parse_rules(
+        {
+            "input": {"time_field": "eventTime", "type_field": None, "id_field": "transactionId"},
+            "rules": [demo, counted, tightened],
+        }
+    )
+
+
+def transactions(count: int, seed: int) -> list[str]:
+    import random
+
+    rng = random.Random(seed)
+    time, lines = T0, []
+    for n in range(1, count + 1):
+        time += rng.randint(0, 4_000)
+        lines.append(
+            json.dumps(
+                {
+                    "transactionId": n,
+                    "eventTime": time,
+                    "payerId": rng.randint(1, 8),
+                    "beneficiaryId": rng.randint(1, 3),
+                    "paymentAmount": rng.choice([9.99, 120, 250.5]),
+                    "paymentType": rng.choice(["CARD", "SEPA", "WIRE"]),
+                }
+            )
+        )
+    return lines
+
+
+def test_aggregate_rules_live_run_equals_backtest_and_oracle(spark: SparkSession, tmp_path: Path) -> None:
+    rules = fraud_rules()
+    lines = transactions(3_000, seed=5)
+    batches = [lines[i : i + 250] for i in range(0, len(lines), 250)]
+    live = Pipeline(
+        spark,
+        rules,
+        RunConfig(tmp_path / "in", tmp_path / "live", tmp_path / "ck", buckets=4, trigger_interval="200 milliseconds"),
+    )
+    (tmp_path / "in").mkdir()
+    query = live.start(available_now=False)
+    groupings = len(Program(rules).keysets)  # Spark hands over one row per line and grouping
+    try:
+        for index, batch in enumerate(batches):  # files arrive one by one while the query runs
+            path = tmp_path / "in" / f"arrival-{index:03d}.jsonl"
+            path.write_text("\n".join(batch) + "\n", encoding="utf-8")
+            arrived = sum(len(b) for b in batches[: index + 1])
+            wait_for(lambda arrived=arrived: live.summary(0).input_rows >= groupings * arrived)
+    finally:
+        query.stop()
+    live.run_until_caught_up()  # the live job, ended in event time
+    backtest = bounded_run(spark, rules, tmp_path / "in", tmp_path / "backtest", max_files_per_trigger=5)
+    live_out, backtest_out = read_all_outputs(tmp_path / "live"), read_all_outputs(tmp_path / "backtest" / "out")
+    expected = canonical(oracle.evaluate(rules, lines).outputs)
+    assert {r["rule_id"] for r in expected} == {"1", "busy-payer"}
+    assert {r["rule_version"] for r in expected if r["rule_id"] == "busy-payer"} == {1, 2}
+    assert live_out == expected
+    assert backtest_out == expected
+    assert backtest.late == 0

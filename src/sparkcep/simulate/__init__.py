@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from sparkcep.simulate.devices import generate_devices
 from sparkcep.simulate.orders import generate_orders
+from sparkcep.simulate.transactions import generate_transactions
 from sparkcep.simulate.writer import SimulationSummary
 
-__all__ = ["SimulationSummary", "generate_devices", "generate_orders"]
+__all__ = ["SimulationSummary", "generate_devices", "generate_orders", "generate_transactions"]

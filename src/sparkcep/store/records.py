@@ -1,0 +1,129 @@
+"""What a rule store holds: versions with store metadata, a snapshot of the log, and one change to it.
+
+These are plain values shared by every backend; the backends only decide how they are persisted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sparkcep.errors import SparkcepError
+from sparkcep.rules.model import InputSpec
+from sparkcep.timeutil import format_iso
+
+
+class StoreError(SparkcepError):
+    """The store itself cannot be used: an unknown spec, an unreadable file, a newer schema."""
+
+
+@dataclass(frozen=True)
+class StoredVersion:
+    """One version of one rule as recorded in the log.
+
+    ``rule`` is the definition in sparkcep's own form (``model_dump(mode="json", by_alias=True)``). For an
+    aggregate rule its ``effective_from`` mirrors ``effective_from_ms``: ``None`` while the version waits for
+    the job to assign the event time at which it took effect ("on the next batch").
+    """
+
+    seq: int
+    rule_id: str
+    version: int
+    effective_from_ms: int | None
+    state: str
+    rule: dict[str, Any]
+    recorded_at: str
+    author: str | None
+
+    @classmethod
+    def create(
+        cls,
+        seq: int,
+        rule: dict[str, Any],
+        effective_from_ms: int | None,
+        recorded_at: str,
+        author: str | None,
+        version: int | None = None,
+    ) -> StoredVersion:
+        """Build a version from its definition; the columns are derived from the rule so they cannot disagree."""
+        rule = dict(rule)
+        aggregate = rule.get("type") == "aggregate"
+        if aggregate:
+            # The metadata is authoritative: the store assigns versions and the job assigns effective times.
+            rule["effective_from"] = effective_from_ms
+            if version is not None:
+                rule["version"] = version
+        return cls(
+            seq=seq,
+            rule_id=str(rule["id"]),
+            version=int(rule.get("version", 1)) if aggregate else 1,
+            effective_from_ms=effective_from_ms,
+            state=str(rule.get("state", "ACTIVE")) if aggregate else "ACTIVE",
+            rule=rule,
+            recorded_at=recorded_at,
+            author=author,
+        )
+
+    @property
+    def rule_type(self) -> str:
+        return str(self.rule.get("type"))
+
+    def assigned(self, effective_from_ms: int) -> StoredVersion:
+        """This version once the job has assigned the event time it took effect at."""
+        rule = dict(self.rule)
+        if self.rule_type == "aggregate":
+            rule["effective_from"] = effective_from_ms
+        return dataclasses.replace(self, effective_from_ms=effective_from_ms, rule=rule)
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StoredVersion:
+        return cls.create(
+            int(data["seq"]), dict(data["rule"]), data.get("effective_from_ms"), str(data["recorded_at"]), data["author"]
+        )
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The whole store at one point of the log, read under the lock when it is about to change."""
+
+    input: InputSpec
+    versions: tuple[StoredVersion, ...]
+
+    @property
+    def head(self) -> int:
+        return self.versions[-1].seq if self.versions else 0
+
+    def apply(self, change: Change) -> Snapshot:
+        """The snapshot after ``change`` (used by backends that rewrite the whole document)."""
+        wanted = {(rule_id, version): ms for rule_id, version, ms in change.assignments}
+        versions = [
+            v.assigned(wanted[(v.rule_id, v.version)])
+            if v.effective_from_ms is None and (v.rule_id, v.version) in wanted
+            else v
+            for v in self.versions
+        ]
+        return Snapshot(change.input or self.input, (*versions, *change.new_versions))
+
+
+@dataclass(frozen=True)
+class Change:
+    """What one write adds: new versions (seq already assigned), effective times, a new input spec."""
+
+    new_versions: tuple[StoredVersion, ...] = ()
+    # (rule_id, version, effective_from_ms): each only ever fills a null, never overwrites
+    assignments: tuple[tuple[str, int, int], ...] = ()
+    input: InputSpec | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not (self.new_versions or self.assignments or self.input is not None)
+
+
+def now_iso() -> str:
+    """Wall clock for ``recorded_at``: for humans reading the history, never used by the engine."""
+    return format_iso(time.time_ns() // 1_000_000)

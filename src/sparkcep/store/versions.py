@@ -1,0 +1,187 @@
+"""Pure planning of store writes: turn submitted rules into numbered versions and validate the whole log.
+
+Every function here works on a :class:`Snapshot` read under the store's write lock and either returns the
+new versions or raises :class:`RuleError` naming the rule and field; nothing is written until it returns, so
+a rejected change leaves the store untouched. The backends (SQLite, JSON file, later PostgreSQL) share it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sparkcep.errors import RuleError
+from sparkcep.rules.model import InputSpec, RuleSet, parse_rules
+from sparkcep.store.records import Snapshot, StoredVersion
+
+# Set by the store for every version, so they are not part of what a rule "is".
+META_FIELDS = ("version", "state", "effective_from")
+_EFFECTIVE_KEYS = ("effective_from", "effective_from_ms")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One submitted rule, validated on its own and dumped in sparkcep's form."""
+
+    rule: dict[str, Any]
+    # effective_from was left open: the job assigns it when it first sees the version
+    pending: bool
+    # the version the submitter wrote, checked by add/update (imports renumber instead)
+    given_version: int | None
+
+    @property
+    def rule_id(self) -> str:
+        return str(self.rule["id"])
+
+    def effective_from_ms(self) -> int | None:
+        if self.pending or self.rule.get("type") != "aggregate":
+            return None
+        return int(self.rule["effective_from"])
+
+
+def definition(rule: dict[str, Any]) -> dict[str, Any]:
+    """A rule without the per-version fields the store sets."""
+    return {k: v for k, v in rule.items() if k not in META_FIELDS}
+
+
+def entries_of(document: Any) -> tuple[InputSpec | None, list[Entry]]:
+    """Validate a rule document on its own (demo form converted) and return its input spec and entries."""
+    if isinstance(document, dict) and isinstance(document.get("rules"), list):
+        # JSON null means "not given"; pydantic would reject it for effective_from.
+        raws = [_without_null_effective(raw) for raw in document["rules"]]
+        document = {**document, "rules": raws}
+    rule_set = parse_rules(document)
+    entries: list[Entry] = []
+    for raw, rule in zip(document["rules"], rule_set.rules, strict=True):
+        dumped = rule.model_dump(mode="json", by_alias=True)
+        own_form = "ruleId" not in raw
+        pending = not (own_form and any(key in raw for key in _EFFECTIVE_KEYS))
+        given = raw.get("version") if own_form and isinstance(raw.get("version"), int) else None
+        entries.append(Entry(dumped, pending, given))
+    return (rule_set.input if "input" in document else None), entries
+
+
+def _without_null_effective(raw: Any) -> Any:
+    if isinstance(raw, dict) and any(key in raw and raw[key] is None for key in _EFFECTIVE_KEYS):
+        return {k: v for k, v in raw.items() if not (k in _EFFECTIVE_KEYS and v is None)}
+    return raw
+
+
+def latest_by_id(versions: Iterable[StoredVersion]) -> dict[str, StoredVersion]:
+    """Latest version per rule id, in order of each id's first appearance in the log."""
+    latest: dict[str, StoredVersion] = {}
+    for version in versions:
+        latest[version.rule_id] = version
+    return latest
+
+
+def latest_aggregate(snapshot: Snapshot, rule_id: str) -> StoredVersion:
+    """The latest version of ``rule_id``, which must be an aggregate rule (only they get new versions)."""
+    latest = latest_by_id(snapshot.versions).get(rule_id)
+    if latest is None:
+        raise RuleError(rule_id, "id", "a rule id in the store (use 'add' for a new rule)", rule_id)
+    if latest.rule_type != "aggregate":
+        raise RuleError(rule_id, "type", "an aggregate rule (only they have versions)", latest.rule_type)
+    return latest
+
+
+def plan_versions(
+    snapshot: Snapshot,
+    entries: Sequence[Entry],
+    author: str | None,
+    recorded_at: str,
+    *,
+    new_ids_only: bool,
+    check_versions: bool,
+    skip_unchanged: bool = False,
+) -> tuple[StoredVersion, ...]:
+    """Number ``entries`` after the log (seq and per-rule version) and validate the log they extend."""
+    latest = latest_by_id(snapshot.versions)
+    planned: list[StoredVersion] = []
+    for entry in entries:
+        previous = latest.get(entry.rule_id)
+        version = 1
+        if previous is not None:
+            if new_ids_only and previous.seq <= snapshot.head:
+                expected = "an id not yet in the store (use 'update' for a new version)"
+                raise RuleError(entry.rule_id, "id", expected, entry.rule_id)
+            if previous.rule_type != "aggregate" or entry.rule["type"] != "aggregate":
+                got = previous.rule_type if previous.rule_type != "aggregate" else entry.rule["type"]
+                raise RuleError(entry.rule_id, "type", "an aggregate rule (only they have versions)", got)
+            if skip_unchanged and _same(previous, entry):
+                continue
+            version = previous.version + 1
+        if check_versions and entry.given_version is not None and entry.given_version != version:
+            raise RuleError(entry.rule_id, "version", f"{version} (the store numbers versions)", entry.given_version)
+        seq = (planned[-1].seq if planned else snapshot.head) + 1
+        stored = StoredVersion.create(seq, entry.rule, entry.effective_from_ms(), recorded_at, author, version)
+        latest[entry.rule_id] = stored
+        planned.append(stored)
+    validate(snapshot.input, [*snapshot.versions, *planned])
+    return tuple(planned)
+
+
+def _same(previous: StoredVersion, entry: Entry) -> bool:
+    """Whether ``entry`` would repeat ``previous`` (re-importing a file must not pile up identical versions)."""
+    if definition(previous.rule) != definition(entry.rule) or previous.state != entry.rule.get("state", "ACTIVE"):
+        return False
+    return entry.pending or entry.effective_from_ms() == previous.effective_from_ms
+
+
+def filled_rules(versions: Iterable[StoredVersion]) -> list[dict[str, Any]]:
+    """Every version as an engine-ready rule: open effective times get the earliest consistent value.
+
+    A version the job has not assigned yet can only take effect after the versions before it, so it gets the
+    latest effective time among its predecessors (0 for the first); on a tie the engine prefers the higher
+    version number, so the newest version wins, as it would in the running job.
+    """
+    floor: dict[str, int] = {}
+    rules: list[dict[str, Any]] = []
+    for version in versions:
+        rule = dict(version.rule)
+        if version.rule_type == "aggregate":
+            lower = floor.get(version.rule_id, 0)
+            effective = lower if version.effective_from_ms is None else version.effective_from_ms
+            floor[version.rule_id] = max(lower, effective)
+            rule["effective_from"] = effective
+        rules.append(rule)
+    return rules
+
+
+def document(input_spec: InputSpec, versions: Iterable[StoredVersion]) -> dict[str, Any]:
+    """A rule-file document of every version, in log order."""
+    return {"input": input_spec.model_dump(mode="json"), "rules": filled_rules(versions)}
+
+
+def validate(input_spec: InputSpec, versions: Sequence[StoredVersion]) -> RuleSet:
+    """The log as a :class:`RuleSet`; raises :class:`RuleError` (naming rule and field) when it is not valid."""
+    if not versions:
+        raise RuleError("<store>", "rules", "at least one rule in the store", 0)
+    return parse_rules(document(input_spec, versions))
+
+
+_TRANSITIONS = {
+    "PAUSE": (("ACTIVE",), "an ACTIVE rule (only those can be paused)"),
+    "ACTIVE": (("PAUSE",), "a paused rule (only those can be resumed; use 'update' after a delete)"),
+    "DELETE": (("ACTIVE", "PAUSE"), "a rule not deleted yet"),
+}
+
+
+def transition(latest: StoredVersion, state: str) -> Entry:
+    """The next version of ``latest`` with only its state changed, taking effect on the job's next batch."""
+    allowed, expected = _TRANSITIONS[state]
+    if latest.state not in allowed:
+        raise RuleError(latest.rule_id, "state", expected, latest.state)
+    return Entry({**latest.rule, "state": state}, pending=True, given_version=None)
+
+
+def merged_update(latest: StoredVersion, changes: dict[str, Any]) -> dict[str, Any]:
+    """The raw rule an update submits: a full definition (it names a ``type``) or changes to the latest one."""
+    if not isinstance(changes, dict):
+        raise RuleError(latest.rule_id, "<rule>", "a JSON object of changes", type(changes).__name__)
+    if changes.get("id", latest.rule_id) != latest.rule_id:
+        raise RuleError(latest.rule_id, "id", f"{latest.rule_id!r} (ids cannot be changed)", changes["id"])
+    # A new version starts ACTIVE and waits for the job's next batch unless the changes say otherwise.
+    base = {} if "type" in changes else definition(latest.rule)
+    return {**base, **changes, "id": latest.rule_id}
