@@ -45,18 +45,20 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("kind", type=click.Choice(["orders", "devices"]))
+@click.argument("kind", type=click.Choice(["orders", "devices", "transactions"]))
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="Directory for the files.")
 @click.option("--events", type=int, required=True, help="Number of events to write.")
 @click.option("--seed", type=int, default=42, show_default=True)
 @click.option("--files", type=int, default=1, show_default=True, help="Split into this many files (arrival order).")
 @click.option("--max-delay", type=DURATION, default="5s", show_default=True, help="Bound on out-of-order arrival.")
-@click.option("--duplicate-share", type=float, default=0.01, show_default=True, help="Share of redelivered lines.")
+@click.option(
+    "--duplicate-share", type=float, default=None, help="Share of redelivered lines (default 0.01; 0 for transactions)."
+)
 @click.option(
     "--problem-share",
     type=float,
     default=None,
-    help="Share of incomplete orders (default 0.10) or of offline gaps (default 0.05).",
+    help="Share of incomplete orders (default 0.10), offline gaps (0.05) or fraud bursts (0.001).",
 )
 @click.option("--overwrite", is_flag=True, help="Replace part files already in --out.")
 def simulate(
@@ -66,12 +68,16 @@ def simulate(
     seed: int,
     files: int,
     max_delay: int,
-    duplicate_share: float,
+    duplicate_share: float | None,
     problem_share: float | None,
     overwrite: bool,
 ) -> None:
-    """Write deterministic, realistic sample events (KIND: orders or devices) as JSON lines."""
-    from sparkcep.simulate import generate_devices, generate_orders
+    """Write deterministic, realistic sample events (KIND: orders, devices or transactions) as JSON lines."""
+    from sparkcep.simulate import generate_devices, generate_orders, generate_transactions
+
+    if duplicate_share is None:
+        # Payment systems deduplicate upstream; telemetry and order events are redelivered now and then.
+        duplicate_share = 0.0 if kind == "transactions" else 0.01
 
     if kind == "orders":
         summary = generate_orders(
@@ -82,6 +88,17 @@ def simulate(
             max_delay_ms=max_delay,
             duplicate_share=duplicate_share,
             incomplete_share=0.10 if problem_share is None else problem_share,
+            overwrite=overwrite,
+        )
+    elif kind == "transactions":
+        summary = generate_transactions(
+            out_dir,
+            events,
+            seed,
+            files,
+            max_delay_ms=max_delay,
+            duplicate_share=duplicate_share,
+            fraud_share=0.001 if problem_share is None else problem_share,
             overwrite=overwrite,
         )
     else:

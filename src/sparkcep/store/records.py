@@ -83,7 +83,11 @@ class StoredVersion:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> StoredVersion:
         return cls.create(
-            int(data["seq"]), dict(data["rule"]), data.get("effective_from_ms"), str(data["recorded_at"]), data["author"]
+            int(data["seq"]),
+            dict(data["rule"]),
+            data.get("effective_from_ms"),
+            str(data["recorded_at"]),
+            data["author"],
         )
 
 
