@@ -10,8 +10,9 @@ from typing import Any
 
 import click
 
+from sparkcep.cli_rules import rules as rules_group
 from sparkcep.errors import SparkcepError
-from sparkcep.timeutil import format_duration, parse_duration
+from sparkcep.timeutil import parse_duration
 
 
 class DurationParam(click.ParamType):  # type: ignore[type-arg]
@@ -119,7 +120,20 @@ def simulate(
 
 
 @main.command()
-@click.option("--rules", "rules_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
+@click.option(
+    "--rules",
+    "rules_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="A rule file (fixed for the run).",
+)
+@click.option(
+    "--rules-store",
+    "rules_store",
+    default=None,
+    envvar="SPARKCEP_RULES_STORE",
+    help="A rule store polled every micro-batch: sqlite:PATH, file:PATH, or a .db/.json path.",
+)
 @click.option("--input", "input_dir", type=click.Path(file_okay=False, path_type=Path), required=True)
 @click.option("--output", "output_dir", type=click.Path(file_okay=False, path_type=Path), required=True)
 @click.option("--checkpoint", "checkpoint_dir", type=click.Path(file_okay=False, path_type=Path), required=True)
@@ -132,7 +146,8 @@ def simulate(
 @click.option("--shuffle-partitions", type=int, default=2, show_default=True)
 @click.option("--stop-after", type=float, default=None, help="Streaming only: stop after this many seconds.")
 def run(
-    rules_path: Path,
+    rules_path: Path | None,
+    rules_store: str | None,
     input_dir: Path,
     output_dir: Path,
     checkpoint_dir: Path,
@@ -145,13 +160,17 @@ def run(
     shuffle_partitions: int,
     stop_after: float | None,
 ) -> None:
-    """Evaluate the rules in RULES over JSON-lines files streamed from INPUT."""
+    """Evaluate rules (a file, or a store that may change while the job runs) over JSON-lines files from INPUT."""
     from sparkcep.rules.model import load_rules
     from sparkcep.spark.runner import Pipeline, RunConfig
     from sparkcep.spark.session import SparkSettings, get_or_create_session
+    from sparkcep.store import open_store
 
+    if (rules_path is None) == (rules_store is None):
+        raise click.UsageError("give exactly one of --rules FILE and --rules-store SPEC")
     try:
-        rules = load_rules(rules_path)
+        rules = load_rules(rules_path) if rules_path is not None else None
+        store = open_store(rules_store) if rules_store is not None else None
         input_dir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         spark = get_or_create_session(SparkSettings(master=master, shuffle_partitions=shuffle_partitions))
@@ -165,7 +184,7 @@ def run(
             max_files_per_trigger=max_files_per_trigger,
             trigger_interval=None if until_caught_up else _interval(trigger_interval),
         )
-        pipeline = Pipeline(spark, rules, config)
+        pipeline = Pipeline(spark, rules, config, store=store)
         summary = pipeline.run_until_caught_up() if until_caught_up else pipeline.run_streaming(stop_after)
     except SparkcepError as exc:
         raise click.ClickException(str(exc)) from exc
@@ -225,35 +244,7 @@ def backtest(
 
 # -- rules ------------------------------------------------------------------------------------------
 
-
-@main.group()
-def rules() -> None:
-    """Inspect rule files."""
-
-
-@rules.command("validate")
-@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-def rules_validate(path: Path) -> None:
-    """Check a rule file; errors name the rule, the field, what was expected and what came."""
-    from sparkcep.rules.aggregate import AggregateRule
-    from sparkcep.rules.model import CompletionRule, load_rules, rule_keys
-
-    try:
-        rule_set = load_rules(path)
-    except SparkcepError as exc:
-        raise click.ClickException(str(exc)) from exc
-    for rule in rule_set.rules:
-        keys = ", ".join(rule_keys(rule))
-        if isinstance(rule, CompletionRule):
-            detail = f"{rule.type}, key {keys}, deadline {format_duration(rule.deadline_ms)}"
-        elif isinstance(rule, AggregateRule):
-            detail = (
-                f"aggregate v{rule.version} {rule.state}, by {keys}, {rule.function} over "
-                f"{format_duration(rule.window_ms)} {rule.operator} {rule.limit}"
-            )
-        else:
-            detail = f"{rule.type}, key {keys}, timeout {format_duration(rule.timeout_ms)}"
-        click.echo(f"ok  {rule.id}  ({detail})")
+main.add_command(rules_group)
 
 
 # -- demo -------------------------------------------------------------------------------------------

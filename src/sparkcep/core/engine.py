@@ -24,7 +24,7 @@ from sparkcep.timeutil import format_iso
 
 # No watermark yet (Spark reports 0 before the first watermark is known).
 NO_WATERMARK = -(2**63)
-_SNAPSHOT_VERSION = 1
+_SNAPSHOT_VERSION = 2
 
 # Per key: [buffered events, {rule index: rule state}, wake-up time or None]
 # A rule that raised for a key keeps this state there: no timer, and events skip it.
@@ -38,16 +38,22 @@ class BucketState:
 
     keys: dict[tuple[int, str], KeyState] = field(default_factory=dict)
     registered_timer: int | None = None
+    # The rule log this bucket evaluates (from the rule store, delivered through the control stream).
+    rules_seq: int = 0
+    rules_json: str | None = None
 
     def to_bytes(self) -> bytes:
-        return pickle.dumps((_SNAPSHOT_VERSION, self.keys, self.registered_timer), protocol=5)
+        data = (_SNAPSHOT_VERSION, self.keys, self.registered_timer, self.rules_seq, self.rules_json)
+        return pickle.dumps(data, protocol=5)
 
     @classmethod
     def from_bytes(cls, blob: bytes) -> BucketState:
-        version, keys, timer = pickle.loads(blob)
-        if version != _SNAPSHOT_VERSION:
-            raise ValueError(f"state snapshot version {version}, this engine reads {_SNAPSHOT_VERSION}")
-        return cls(keys, timer)
+        data = pickle.loads(blob)
+        if data[0] == 1:  # before rule logs travelled with the state
+            return cls(data[1], data[2])
+        if data[0] != _SNAPSHOT_VERSION:
+            raise ValueError(f"state snapshot version {data[0]}, this engine reads {_SNAPSHOT_VERSION}")
+        return cls(data[1], data[2], data[3], data[4])
 
     def next_wakeup(self) -> int | None:
         wakes = [ks[2] for ks in self.keys.values() if ks[2] is not None]

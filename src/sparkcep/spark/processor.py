@@ -25,11 +25,16 @@ from pyspark.sql.streaming.stateful_processor import (
 from pyspark.sql.types import BinaryType, StructField, StructType
 
 from sparkcep.core.engine import NO_WATERMARK, BatchResult, BucketState, Engine, dead_record, late_record
-from sparkcep.core.program import Program
+from sparkcep.core.program import UNROUTED, Program
 from sparkcep.rules.model import RuleSet
 
 OUTPUT_SCHEMA = "kind string, name string, time long, payload string"
 STATE_SCHEMA = StructType([StructField("blob", BinaryType(), True)])
+
+# A rule-log control record starts with exactly this text (the feed writes its keys in this order), so the
+# processor finds the rare control lines among many events without parsing the events twice.
+RULES_CONTROL_PREFIX = '{"__sparkcep_control__": "rules"'
+BUCKET_FIELD = "__sparkcep_bucket__"
 
 KIND_OUTPUT = "out"
 KIND_LATE = "late"
@@ -97,14 +102,15 @@ def result_frame(
 class EngineProcessor(StatefulProcessor):
     """Spark grouping key = bucket; state = one :class:`BucketState` blob; one timer per bucket."""
 
-    def __init__(self, rules_json: str, watermark_delay_ms: int) -> None:
+    def __init__(self, rules_json: str, watermark_delay_ms: int, rules_seq: int = 0) -> None:
         self._rules_json = rules_json
+        self._rules_seq = rules_seq
         self._delay_ms = watermark_delay_ms
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self._handle = handle
         self._state = handle.getValueState("bucket", STATE_SCHEMA)
-        self._engine = _engine_for(self._rules_json)
+        _engine_for(self._rules_json)  # compile (and validate) once per worker, before the first batch
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:
         pairs: list[tuple[int, str]] = []
@@ -136,17 +142,33 @@ class EngineProcessor(StatefulProcessor):
         state = BucketState.from_bytes(stored[0]) if stored is not None else BucketState()
         if fired is not None and state.registered_timer == fired:
             state.registered_timer = None  # Spark deletes a fired timer itself
-        result = self._engine.process(state, pairs, watermark, safe_bound)
+        engine = self._engine_for_bucket(state, pairs)
+        result = engine.process(state, pairs, watermark, safe_bound)
         self._reconcile_timer(state)
         blob_size = 0
-        if state.keys:
+        if state.keys or state.rules_json is not None:
             blob = state.to_bytes()
             blob_size = len(blob)
             self._state.update((blob,))
         elif stored is not None:
             self._state.clear()
-        frame = result_frame(result, self._engine.program, watermark, state, blob_size, time.perf_counter() - started)
+        frame = result_frame(result, engine.program, watermark, state, blob_size, time.perf_counter() - started)
         return frame
+
+    def _engine_for_bucket(self, state: BucketState, pairs: list[tuple[int, str]]) -> Engine:
+        """The newest rule log this bucket has seen: the query's own (from its start) or a later control record.
+
+        A bucket keeps a rule log in its state only while it is newer than the one the query started with, so a
+        restart (which starts with the store's newest log, or an edited rule file) always wins.
+        """
+        if state.rules_json is None or self._rules_seq >= state.rules_seq:
+            state.rules_seq, state.rules_json = self._rules_seq, None
+        for keyset, line in pairs:
+            if keyset == UNROUTED and line.startswith(RULES_CONTROL_PREFIX):
+                record = orjson.loads(line)
+                if int(record["seq"]) > state.rules_seq:
+                    state.rules_seq, state.rules_json = int(record["seq"]), str(record["rules_json"])
+        return _engine_for(state.rules_json if state.rules_json is not None else self._rules_json)
 
     def _reconcile_timer(self, state: BucketState) -> None:
         wake = state.next_wakeup()

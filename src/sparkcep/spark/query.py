@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sparkcep.core.program import KEY_SEPARATOR, UNROUTED, Program
-from sparkcep.spark.processor import OUTPUT_SCHEMA, EngineProcessor
+from sparkcep.spark.processor import BUCKET_FIELD, OUTPUT_SCHEMA, EngineProcessor
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -24,6 +24,7 @@ class QuerySpec:
     watermark_delay_ms: int
     buckets: int
     max_files_per_trigger: int
+    rules_seq: int = 0  # rule-store position of the rules the query starts with (0: a rule file)
 
 
 def event_time_column(raw: Column) -> Column:
@@ -43,12 +44,18 @@ def routed_rows(lines: DataFrame, program: Program, buckets: int) -> DataFrame:
     # Without a type field every event has the type "" (the json_tuple slot then reads the time twice).
     type_field = program.type_field or program.time_field
     column = {field: f"c{i + 2}" for i, field in enumerate(key_fields)}
+    control_bucket = f"c{len(key_fields) + 2}"
     parsed = lines.select(
-        F.col("value").alias("line"), F.json_tuple("value", program.time_field, type_field, *key_fields)
+        F.col("value").alias("line"),
+        F.json_tuple("value", program.time_field, type_field, *key_fields, BUCKET_FIELD),
     )
     event_type = F.col("c1") if program.type_field else F.lit("")
     parsed = parsed.select(
-        "line", event_time_column(F.col("c0")).alias("ts"), event_type.alias("etype"), *column.values()
+        "line",
+        event_time_column(F.col("c0")).alias("ts"),
+        event_type.alias("etype"),
+        *column.values(),
+        F.col(control_bucket).cast("int").alias("control_bucket"),
     )
 
     def key(keyset: int) -> Column:
@@ -69,7 +76,11 @@ def routed_rows(lines: DataFrame, program: Program, buckets: int) -> DataFrame:
     if len(program.keysets) == 1:
         # One grouping (the common case): no arrays, no explode.
         routed = parsed.select(
-            "line", "ts", F.when(wanted(0), F.lit(0)).otherwise(F.lit(UNROUTED)).alias("keyset"), key(0).alias("key")
+            "line",
+            "ts",
+            F.when(wanted(0), F.lit(0)).otherwise(F.lit(UNROUTED)).alias("keyset"),
+            key(0).alias("key"),
+            "control_bucket",
         )
     else:
         candidates = [
@@ -79,10 +90,16 @@ def routed_rows(lines: DataFrame, program: Program, buckets: int) -> DataFrame:
         routes = F.array_compact(F.array(*candidates))
         unrouted = F.array(F.struct(F.lit(UNROUTED).alias("keyset"), F.lit(None).cast("string").alias("key")))
         routed = parsed.select(
-            "line", "ts", F.explode(F.when(F.size(routes) > 0, routes).otherwise(unrouted)).alias("route")
-        ).select("line", "ts", F.col("route.keyset").alias("keyset"), F.col("route.key").alias("key"))
-    bucket = F.when(F.col("keyset") >= 0, F.pmod(F.hash(F.col("keyset"), F.col("key")), F.lit(buckets))).otherwise(
-        F.pmod(F.hash(F.col("line")), F.lit(buckets))
+            "line",
+            "ts",
+            F.explode(F.when(F.size(routes) > 0, routes).otherwise(unrouted)).alias("route"),
+            "control_bucket",
+        ).select("line", "ts", F.col("route.keyset").alias("keyset"), F.col("route.key").alias("key"), "control_bucket")
+    # Control records name their bucket: a rule-log record goes to every bucket, one line each.
+    bucket = (
+        F.when(F.col("control_bucket").isNotNull(), F.col("control_bucket"))
+        .when(F.col("keyset") >= 0, F.pmod(F.hash(F.col("keyset"), F.col("key")), F.lit(buckets)))
+        .otherwise(F.pmod(F.hash(F.col("line")), F.lit(buckets)))
     )
     return routed.select(
         bucket.cast("int").alias("bucket"),
@@ -106,6 +123,5 @@ def build_stream(spark: SparkSession, program: Program, spec: QuerySpec) -> Data
     # ts_ms is Spark's own reading of event time, which lets the processor know how far the next watermark
     # is sure to move (see Engine.process).
     stripped = with_watermark.select("bucket", "keyset", "line", "ts_ms")
-    return stripped.groupBy("bucket").transformWithStateInPandas(
-        EngineProcessor(program.rules.to_json(), spec.watermark_delay_ms), OUTPUT_SCHEMA, "Append", "EventTime"
-    )
+    processor = EngineProcessor(program.rules.to_json(), spec.watermark_delay_ms, spec.rules_seq)
+    return stripped.groupBy("bucket").transformWithStateInPandas(processor, OUTPUT_SCHEMA, "Append", "EventTime")

@@ -21,7 +21,17 @@ from sparkcep.core.program import CONTROL_FIELD, Program
 from sparkcep.errors import CheckpointMismatch
 from sparkcep.rules.model import RuleSet
 from sparkcep.spark.query import QuerySpec, build_stream
-from sparkcep.spark.sink import DEADLETTER_DIR, ERRORS_DIR, LATE_DIR, FileSink, read_metrics, write_atomically
+from sparkcep.spark.rulefeed import RuleFeed
+from sparkcep.spark.sink import (
+    DEADLETTER_DIR,
+    ERRORS_DIR,
+    LATE_DIR,
+    BatchMetrics,
+    FileSink,
+    read_metrics,
+    write_atomically,
+)
+from sparkcep.store import RuleStore
 from sparkcep.timeutil import format_iso, parse_event_time
 
 if TYPE_CHECKING:
@@ -63,21 +73,53 @@ class RunSummary:
 class Pipeline:
     """One rule set over one input directory, with its checkpoint and outputs."""
 
-    def __init__(self, spark: SparkSession, rules: RuleSet, config: RunConfig) -> None:
+    def __init__(
+        self, spark: SparkSession, rules: RuleSet | None, config: RunConfig, store: RuleStore | None = None
+    ) -> None:
+        if (rules is None) == (store is None):
+            raise ValueError("give either a rule set or a rule store")
         self.spark = spark
-        self.rules = rules
-        self.program = Program(rules)
         self.config = config
         self._state_dir = config.checkpoint_dir / "sparkcep"
         self.control_dir = self._state_dir / "control"
         self.metrics_dir = self._state_dir / "metrics"
         self._query_checkpoint = config.checkpoint_dir / "query"
+        self.feed = None if store is None else RuleFeed(store, self.control_dir, config.buckets)
+        self.rules_seq = 0
+        self.replan_needed = False
+        self._max_seen: int | None = None
+        if rules is None:
+            self._load_rules_from_store()
+        else:
+            self.rules = rules
+        self.program = Program(self.rules)
+
+    def _load_rules_from_store(self) -> None:
+        assert self.feed is not None
+        self._max_seen = max(
+            (m.max_event_time for m in read_metrics(self.metrics_dir) if m.max_event_time is not None), default=None
+        )
+        log = self.feed.current(self._max_seen)
+        self.rules, self.rules_seq = log.rules, log.seq
+        self.feed.delivered = log.seq  # the query starts with this log; no control record needed for it
+        self.program = Program(self.rules)
+
+    def _after_batch(self, metrics: BatchMetrics) -> None:
+        """Driver side, after each micro-batch: poll the rule store and hand changes to the next batch."""
+        if metrics.max_event_time is not None and (self._max_seen is None or metrics.max_event_time > self._max_seen):
+            self._max_seen = metrics.max_event_time
+        if self.feed is None:
+            return
+        if self.feed.poll(self._max_seen, self.rules) is None:
+            # A new grouping: Spark must route by it, so the query is planned again, and the new versions take
+            # effect after the last event the old plan handled (start() assigns their time then).
+            self.replan_needed = True
 
     # -- checkpoint identity -----------------------------------------------------------------------
 
     def _check_checkpoint(self) -> None:
         """Refuse to resume a checkpoint whose state layout differs from this run's."""
-        identity = {
+        identity: dict[str, object] = {
             "buckets": self.config.buckets,
             "keysets": [list(fields) for fields in self.program.keysets],
             "time_field": self.program.time_field,
@@ -86,7 +128,9 @@ class Pipeline:
         if path.exists():
             stored = json.loads(path.read_text(encoding="utf-8"))
             for name, value in identity.items():
-                if stored.get(name) != value:
+                # A rule store may add groupings; those already in use keep their numbers (state is keyed by them).
+                grown = isinstance(value, list) and value[: len(stored.get(name, []))] == stored.get(name)
+                if stored.get(name) != value and not grown:
                     raise CheckpointMismatch(
                         f"checkpoint {self.config.checkpoint_dir} was written with {name}={stored.get(name)!r}, "
                         f"this run has {name}={value!r}; use a new checkpoint directory"
@@ -98,6 +142,9 @@ class Pipeline:
     # -- running ------------------------------------------------------------------------------------
 
     def start(self, available_now: bool, trigger_interval: str | None = None) -> StreamingQuery:
+        if self.feed is not None:
+            self._load_rules_from_store()
+        self.replan_needed = False
         self._check_checkpoint()
         spec = QuerySpec(
             input_dir=str(self.config.input_dir),
@@ -105,15 +152,23 @@ class Pipeline:
             watermark_delay_ms=self.config.watermark_delay_ms,
             buckets=self.config.buckets,
             max_files_per_trigger=self.config.max_files_per_trigger,
+            rules_seq=self.rules_seq,
         )
         stream = build_stream(self.spark, self.program, spec)
-        writer = stream.writeStream.foreachBatch(FileSink(self.config.output_dir, self.metrics_dir))
+        writer = stream.writeStream.foreachBatch(FileSink(self.config.output_dir, self.metrics_dir, self._after_batch))
         writer = writer.option("checkpointLocation", str(self._query_checkpoint))
         if available_now:
             writer = writer.trigger(availableNow=True)
         else:
             writer = writer.trigger(processingTime=trigger_interval or self.config.trigger_interval or "1 second")
         return writer.start()
+
+    def replan_if_needed(self, query: StreamingQuery) -> StreamingQuery:
+        """After a rule with a new grouping arrived: stop the query and plan it again on the same checkpoint."""
+        if not self.replan_needed:
+            return query
+        query.stop()
+        return self.start(available_now=False)
 
     def run_until_caught_up(self, timeout_s: float = 3600.0) -> RunSummary:
         """Process everything present, then end as if the watermark reached the largest event time.
@@ -125,6 +180,10 @@ class Pipeline:
         query = self.start(available_now=False, trigger_interval="0 seconds")
         try:
             query.processAllAvailable()
+            while self.replan_needed:  # a rule with a new grouping arrived: plan again, go on
+                query.stop()
+                query = self.start(available_now=False, trigger_interval="0 seconds")
+                query.processAllAvailable()
             target = self._write_flush_record()
             if target is not None:
                 query.processAllAvailable()
@@ -163,6 +222,7 @@ class Pipeline:
                 if stop_after_s is not None and time.monotonic() - started >= stop_after_s:
                     break
                 query.awaitTermination(1)
+                query = self.replan_if_needed(query)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)

@@ -11,6 +11,7 @@ import json
 import os
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -69,9 +70,12 @@ class BatchMetrics:
 class FileSink:
     """``foreachBatch`` target writing under ``output_dir``; per-batch metrics go to ``metrics_dir``."""
 
-    def __init__(self, output_dir: Path, metrics_dir: Path) -> None:
+    def __init__(
+        self, output_dir: Path, metrics_dir: Path, after_batch: Callable[[BatchMetrics], None] | None = None
+    ) -> None:
         self.output_dir = output_dir
         self.metrics_dir = metrics_dir
+        self.after_batch = after_batch
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         started = time.perf_counter()
@@ -96,6 +100,8 @@ class FileSink:
         metrics.write_s = time.perf_counter() - collected
         metrics.written_at = time.time()
         write_atomically(self.metrics_dir / f"batch-{batch_id:08d}.json", json.dumps(metrics.__dict__))
+        if self.after_batch is not None:
+            self.after_batch(metrics)
 
 
 def read_metrics(metrics_dir: Path) -> list[BatchMetrics]:

@@ -84,17 +84,13 @@ class RuleStore(abc.ABC):
     # -- writing -----------------------------------------------------------------------------------
 
     def set_input_spec(self, spec: InputSpec) -> None:
-        def planner(snapshot: Snapshot) -> Change:
-            if snapshot.versions:
-                plan.validate(spec, snapshot.versions)  # field names must still suit every rule
-            return Change(input=spec)
-
-        self._transaction(planner)
+        """Set where the engine finds event time, type and id (kept with the rules, exported with them)."""
+        self._transaction(lambda snapshot: Change(input=spec))
 
     def add(self, rule_json: dict[str, Any], author: str | None = None) -> StoredVersion:
         """Record a new rule (its id must be new) as version 1."""
         _, entries = plan.entries_of({"rules": [rule_json]})
-        return self._write(entries, author, new_ids_only=True, check_versions=True)[0]
+        return self._record(entries, author, new_ids_only=True, check_versions=True)[0]
 
     def update(self, rule_id: str, changes_or_full_rule: dict[str, Any], author: str | None = None) -> StoredVersion:
         """Record the next version of an aggregate rule: changes merged into the latest definition, or a full
@@ -152,10 +148,11 @@ class RuleStore(abc.ABC):
     ) -> list[StoredVersion]:
         """Record every rule of a rule document in one write, in file order.
 
-        Known ids get their next version (file version numbers are renumbered); an entry identical to the
-        latest version of its rule is skipped so a file can be imported again. With ``new_ids_only`` (what
-        ``rules add`` does) every id must be new to the store. The file's ``input`` is adopted by an empty
-        store and must match a non-empty one.
+        Known ids get their next version (file version numbers are renumbered). Nothing is recorded twice: an
+        entry identical to the latest version of its rule is skipped, and when a rule's entries start with its
+        whole stored history (an export imported back) only the entries after it are new. With
+        ``new_ids_only`` (what ``rules add`` does) every id must be new to the store instead. The file's
+        ``input`` is adopted by an empty store and must match a non-empty one.
         """
         file_input, entries = plan.entries_of(document)
 
@@ -167,7 +164,12 @@ class RuleStore(abc.ABC):
                     raise RuleError("<file>", "input", expected, file_input.model_dump(mode="json"))
                 new_input, snapshot = file_input, Snapshot(file_input, snapshot.versions)
             versions = self._plan(
-                snapshot, entries, author, new_ids_only=new_ids_only, check_versions=False, skip_unchanged=True
+                snapshot,
+                entries,
+                author,
+                new_ids_only=new_ids_only,
+                check_versions=False,
+                skip_unchanged=not new_ids_only,
             )
             return Change(versions, input=new_input)
 
@@ -181,7 +183,7 @@ class RuleStore(abc.ABC):
     ) -> tuple[StoredVersion, ...]:
         return plan.plan_versions(snapshot, entries, author, now_iso(), **options)
 
-    def _write(self, entries: list[plan.Entry], author: str | None, **options: bool) -> tuple[StoredVersion, ...]:
+    def _record(self, entries: list[plan.Entry], author: str | None, **options: bool) -> tuple[StoredVersion, ...]:
         return self._transaction(lambda snapshot: Change(self._plan(snapshot, entries, author, **options))).new_versions
 
     def _transition(self, rule_id: str, state: str, author: str | None) -> StoredVersion:

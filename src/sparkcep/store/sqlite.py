@@ -54,17 +54,18 @@ class SqliteStore(RuleStore):
         return f"SqliteStore({str(self.path)!r})"
 
     # A connection per operation: sqlite3 connections must not cross threads, and opening one is cheap
-    # next to a micro-batch.
-    def _connect(self) -> sqlite3.Connection:
+    # next to a micro-batch. SQLite's own errors (a locked or corrupt file) become StoreError.
+    @contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
         try:
-            conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
+            with closing(sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)) as conn:
+                yield conn
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot open rule store {self.path}: {exc}") from exc
-        return conn
+            raise StoreError(f"rule store {self.path}: {exc}") from exc
 
     @contextmanager
     def _locked(self) -> Iterator[sqlite3.Connection]:
-        with closing(self._connect()) as conn:
+        with self._connection() as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
@@ -74,7 +75,7 @@ class SqliteStore(RuleStore):
             conn.execute("COMMIT")
 
     def _migrate(self) -> None:
-        with closing(self._connect()) as conn:
+        with self._connection() as conn:
             # Persistent per database file; must be set outside a transaction.
             conn.execute("PRAGMA journal_mode=WAL")
         with self._locked() as conn:
@@ -97,21 +98,21 @@ class SqliteStore(RuleStore):
 
     def schema_version(self) -> int:
         """The number of migrations applied to this database."""
-        with closing(self._connect()) as conn:
+        with self._connection() as conn:
             return self._applied(conn)
 
     # -- reading -----------------------------------------------------------------------------------
 
     def head(self) -> int:
-        with closing(self._connect()) as conn:
+        with self._connection() as conn:
             return int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM rule_versions").fetchone()[0])
 
     def log(self, since_seq: int = 0) -> list[StoredVersion]:
-        with closing(self._connect()) as conn:
+        with self._connection() as conn:
             return self._versions(conn, since_seq)
 
     def _snapshot(self) -> Snapshot:
-        with closing(self._connect()) as conn:
+        with self._connection() as conn:
             conn.execute("BEGIN")  # one read transaction: the spec and the log from the same moment
             try:
                 return self._read(conn)

@@ -96,11 +96,20 @@ def plan_versions(
     check_versions: bool,
     skip_unchanged: bool = False,
 ) -> tuple[StoredVersion, ...]:
-    """Number ``entries`` after the log (seq and per-rule version) and validate the log they extend."""
+    """Number ``entries`` after the log (seq and per-rule version) and validate the log they extend.
+
+    With ``skip_unchanged`` (imports) an entry is not recorded again when it repeats the latest version of its
+    rule, or when the entries of its rule start with that rule's whole history (a re-imported export).
+    """
     latest = latest_by_id(snapshot.versions)
+    known = _known_prefix(snapshot, entries) if skip_unchanged else {}
+    seen: dict[str, int] = {}
     planned: list[StoredVersion] = []
     for entry in entries:
+        index = seen[entry.rule_id] = seen.get(entry.rule_id, 0) + 1
         previous = latest.get(entry.rule_id)
+        if skip_unchanged and (index <= known.get(entry.rule_id, 0) or (previous and _same(previous, entry))):
+            continue
         version = 1
         if previous is not None:
             if new_ids_only and previous.seq <= snapshot.head:
@@ -109,8 +118,6 @@ def plan_versions(
             if previous.rule_type != "aggregate" or entry.rule["type"] != "aggregate":
                 got = previous.rule_type if previous.rule_type != "aggregate" else entry.rule["type"]
                 raise RuleError(entry.rule_id, "type", "an aggregate rule (only they have versions)", got)
-            if skip_unchanged and _same(previous, entry):
-                continue
             version = previous.version + 1
         if check_versions and entry.given_version is not None and entry.given_version != version:
             raise RuleError(entry.rule_id, "version", f"{version} (the store numbers versions)", entry.given_version)
@@ -122,11 +129,31 @@ def plan_versions(
     return tuple(planned)
 
 
+def _known_prefix(snapshot: Snapshot, entries: Sequence[Entry]) -> dict[str, int]:
+    """Per rule id: how many leading entries repeat its stored history, when they repeat all of it."""
+    stored: dict[str, list[StoredVersion]] = {}
+    for version in snapshot.versions:
+        stored.setdefault(version.rule_id, []).append(version)
+    given: dict[str, list[Entry]] = {}
+    for entry in entries:
+        given.setdefault(entry.rule_id, []).append(entry)
+    return {
+        rule_id: len(history)
+        for rule_id, history in stored.items()
+        if len(given.get(rule_id, ())) >= len(history)
+        and all(_same(v, e) for v, e in zip(history, given[rule_id], strict=False))
+    }
+
+
 def _same(previous: StoredVersion, entry: Entry) -> bool:
-    """Whether ``entry`` would repeat ``previous`` (re-importing a file must not pile up identical versions)."""
+    """Whether ``entry`` would repeat ``previous`` (re-importing a file must not pile up identical versions).
+
+    An open effective time matches any: an export writes one for versions the job has not timed yet.
+    """
     if definition(previous.rule) != definition(entry.rule) or previous.state != entry.rule.get("state", "ACTIVE"):
         return False
-    return entry.pending or entry.effective_from_ms() == previous.effective_from_ms
+    mine, theirs = entry.effective_from_ms(), previous.effective_from_ms
+    return mine is None or theirs is None or mine == theirs
 
 
 def filled_rules(versions: Iterable[StoredVersion]) -> list[dict[str, Any]]:

@@ -1,0 +1,247 @@
+"""``sparkcep rules ...``: validate rule files and edit the rule store a running job polls.
+
+Attach with ``main.add_command(rules)`` (``from sparkcep.cli_rules import rules``). Every store command takes
+``--store SPEC`` (or ``SPARKCEP_RULES_STORE``); writing commands take ``--author``. Errors are the store's
+own messages (naming rule and field) and exit with status 1.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from sparkcep.errors import RuleError, SparkcepError
+from sparkcep.store import RuleStore, StoredVersion, definition_diff, describe_diff, open_store, summary_sentence
+from sparkcep.timeutil import format_duration, format_iso
+
+F = TypeVar("F", bound=Callable[..., Any])
+_PENDING = "on next batch"
+
+
+def _store_option(command: F) -> F:
+    option = click.option(
+        "--store",
+        "store_spec",
+        envvar="SPARKCEP_RULES_STORE",
+        show_envvar=True,
+        required=True,
+        help="Rule store: sqlite:PATH, file:PATH, or a path ending in .db/.sqlite/.json.",
+    )
+    return option(command)
+
+
+def _author_option(command: F) -> F:
+    return click.option("--author", default=None, help="Who makes the change (kept in the history).")(command)
+
+
+def _json_option(command: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")(command)
+
+
+@contextmanager
+def _user_errors() -> Iterator[None]:
+    """Show sparkcep's own messages (they name rule, field, expected and got) and exit with status 1."""
+    try:
+        yield
+    except (SparkcepError, OSError) as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _read_json(text: str) -> Any:
+    """A JSON object given inline, or the path of a JSON file."""
+    if text.lstrip().startswith(("{", "[")):
+        source, content = "<argument>", text
+    else:
+        source, content = text, Path(text).read_text(encoding="utf-8")
+    try:
+        return json.loads(content)
+    except json.JSONDecodeError as exc:
+        raise RuleError("<file>", source, "valid JSON", f"{exc.msg} at line {exc.lineno}") from None
+
+
+def _effective(version: StoredVersion) -> str:
+    return _PENDING if version.effective_from_ms is None else format_iso(version.effective_from_ms)
+
+
+def _echo_written(versions: Sequence[StoredVersion], verb: str) -> None:
+    for v in versions:
+        click.echo(f"{verb} {v.rule_id} version {v.version} {v.state} (seq {v.seq}), effective {_effective(v)}")
+
+
+def _echo_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header) - 1)]
+    for row in [header, *rows]:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        click.echo("  ".join([*cells, row[-1]]).rstrip())
+
+
+@click.group("rules")
+def rules() -> None:
+    """Validate rule files and manage a rule store (the versioned rule log a running job polls)."""
+
+
+@rules.command("validate")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def validate_command(path: Path) -> None:
+    """Check a rule file (no store needed).
+
+    Prints one line per rule; an error names the rule, the field, what was expected and what came.
+    """
+    from sparkcep.rules.aggregate import AggregateRule
+    from sparkcep.rules.model import CompletionRule, load_rules, rule_keys
+
+    with _user_errors():
+        rule_set = load_rules(path)
+    for rule in rule_set.rules:
+        keys = ", ".join(rule_keys(rule))
+        if isinstance(rule, CompletionRule):
+            detail = f"{rule.type}, key {keys}, deadline {format_duration(rule.deadline_ms)}"
+        elif isinstance(rule, AggregateRule):
+            sentence = summary_sentence(rule.model_dump(mode="json", by_alias=True))
+            detail = f"aggregate v{rule.version} {rule.state}: {sentence}"
+        else:
+            detail = f"{rule.type}, key {keys}, timeout {format_duration(rule.timeout_ms)}"
+        click.echo(f"ok  {rule.id}  ({detail})")
+
+
+@rules.command("add")
+@click.argument("file_or_json")
+@_store_option
+@_author_option
+def add_command(file_or_json: str, store_spec: str, author: str | None) -> None:
+    """Add new rules (their ids must be new).
+
+    FILE_OR_JSON is one rule as an inline JSON object, or a rule file (demo or own form) with several.
+    """
+    with _user_errors():
+        raw = _read_json(file_or_json)
+        store = open_store(store_spec)
+        if isinstance(raw, dict) and "rules" in raw:
+            written = store.import_document(raw, author, new_ids_only=True)
+        elif isinstance(raw, list):
+            written = store.import_document({"rules": raw}, author, new_ids_only=True)
+        else:
+            written = [store.add(raw, author)]
+    _echo_written(written, "added")
+
+
+@rules.command("update")
+@click.argument("rule_id")
+@click.argument("json_changes")
+@_store_option
+@_author_option
+def update_command(rule_id: str, json_changes: str, store_spec: str, author: str | None) -> None:
+    """Record the next version of RULE_ID.
+
+    JSON_CHANGES (inline JSON or a file) is merged into the latest version's definition; an object with a
+    "type" replaces the definition. The new version is ACTIVE unless it sets "state", and takes effect on the
+    job's next batch unless it sets "effective_from".
+    """
+    with _user_errors():
+        changes = _read_json(json_changes)
+        if not isinstance(changes, dict):
+            raise RuleError(rule_id, "<rule>", "a JSON object of changes", type(changes).__name__)
+        written = open_store(store_spec).update(rule_id, changes, author)
+    _echo_written([written], "updated")
+
+
+def _transition_command(name: str, verb: str, action: Callable[[RuleStore, str, str | None], StoredVersion]) -> None:
+    @rules.command(
+        name,
+        short_help=f"Record a version of RULE_ID that {verb} it.",
+        help=f"Record a new version of RULE_ID that {verb} it (same definition), effective on the job's next batch.",
+    )
+    @click.argument("rule_id")
+    @_store_option
+    @_author_option
+    def command(rule_id: str, store_spec: str, author: str | None) -> None:
+        with _user_errors():
+            written = action(open_store(store_spec), rule_id, author)
+        _echo_written([written], name + "d")  # paused, resumed, deleted
+
+
+_transition_command("pause", "pauses", RuleStore.pause)
+_transition_command("resume", "resumes", RuleStore.resume)
+_transition_command("delete", "deletes", RuleStore.delete)
+
+
+@rules.command("list")
+@_store_option
+@_json_option
+def list_command(store_spec: str, as_json: bool) -> None:
+    """The latest version of every rule that is not deleted."""
+    with _user_errors():
+        current = open_store(store_spec).current()
+    if as_json:
+        click.echo(json.dumps([{**v.to_json(), "summary": summary_sentence(v.rule)} for v in current], indent=2))
+        return
+    rows = [[v.rule_id, str(v.version), v.state, _effective(v), summary_sentence(v.rule)] for v in current]
+    _echo_table(["ID", "VERSION", "STATE", "EFFECTIVE FROM", "SUMMARY"], rows)
+
+
+@rules.command("history")
+@click.argument("rule_id")
+@_store_option
+@_json_option
+def history_command(rule_id: str, store_spec: str, as_json: bool) -> None:
+    """Every version of RULE_ID and what changed."""
+    with _user_errors():
+        versions = open_store(store_spec).history(rule_id)
+        if not versions:
+            raise RuleError(rule_id, "id", "a rule id in the store", rule_id)
+    previous: list[dict[str, Any] | None] = [None, *(v.rule for v in versions[:-1])]
+    if as_json:
+        items = [
+            {**v.to_json(), "changes": {k: list(pair) for k, pair in definition_diff(before, v.rule).items()}}
+            for v, before in zip(versions, previous, strict=True)
+        ]
+        click.echo(json.dumps(items, indent=2))
+        return
+    rows = [
+        [
+            str(v.seq),
+            str(v.version),
+            v.recorded_at,
+            _effective(v),
+            v.state,
+            v.author or "-",
+            describe_diff(before, v.rule),
+        ]
+        for v, before in zip(versions, previous, strict=True)
+    ]
+    _echo_table(["SEQ", "VERSION", "RECORDED AT", "EFFECTIVE FROM", "STATE", "AUTHOR", "CHANGES"], rows)
+
+
+@rules.command("export")
+@_store_option
+@click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), help="Write here, not stdout.")
+def export_command(store_spec: str, out_path: Path | None) -> None:
+    """Write every version as a rule file (for `sparkcep run --rules`)."""
+    with _user_errors():
+        text = json.dumps(open_store(store_spec).export(), indent=2) + "\n"
+        if out_path is None:
+            click.echo(text, nl=False)
+            return
+        out_path.write_text(text, encoding="utf-8")
+    click.echo(f"wrote {out_path}")
+
+
+@rules.command("import")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@_store_option
+@_author_option
+def import_command(path: Path, store_spec: str, author: str | None) -> None:
+    """Import a rule file as new versions.
+
+    Demo or own form; rules identical to what the store holds are skipped, so importing twice is harmless.
+    """
+    with _user_errors():
+        written = open_store(store_spec).import_file(path, author)
+    if not written:
+        click.echo(f"nothing to import: every rule in {path} matches the store")
+    _echo_written(written, "imported")

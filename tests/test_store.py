@@ -1,0 +1,362 @@
+"""Rule stores (SQLite and JSON file): versions, polling, effective times, import/export, concurrency, CLI."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from sparkcep.cli_rules import rules
+from sparkcep.errors import RuleError
+from sparkcep.rules.aggregate import AggregateRule
+from sparkcep.rules.model import InputSpec, load_rules, parse_rules
+from sparkcep.store import (
+    JsonFileStore,
+    RuleStore,
+    SqliteStore,
+    StoreError,
+    describe_diff,
+    open_store,
+    summary_sentence,
+)
+from sparkcep.store import sqlite as sqlite_module
+
+from helpers import COMPLETION_RULE, INACTIVITY_RULE, T0
+
+BIG = {
+    "type": "aggregate",
+    "id": "big-transfers",
+    "group_by": ["payerId", "beneficiaryId"],
+    "function": "SUM",
+    "field": "paymentAmount",
+    "operator": ">",
+    "limit": 200000,
+    "window": "1d",
+}
+DEMO_FILE = {
+    "input": {"time_field": "eventTime", "type_field": None, "id_field": "transactionId"},
+    "rules": [
+        {
+            "ruleId": 1,
+            "ruleState": "ACTIVE",
+            "groupingKeyNames": ["payerId"],
+            "aggregateFieldName": "COUNT_FLINK",
+            "aggregatorFunctionType": "SUM",
+            "limitOperatorType": "GREATER_EQUAL",
+            "limit": 20,
+            "windowMinutes": 60,
+        },
+        {
+            "ruleId": 1,
+            "ruleState": "PAUSE",
+            "groupingKeyNames": ["payerId"],
+            "aggregateFieldName": "COUNT_FLINK",
+            "aggregatorFunctionType": "SUM",
+            "limitOperatorType": "GREATER_EQUAL",
+            "limit": 20,
+            "windowMinutes": 60,
+        },
+    ],
+}
+
+
+@pytest.fixture(params=["sqlite", "file"])
+def spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return f"sqlite:{tmp_path / 'rules.db'}" if request.param == "sqlite" else f"file:{tmp_path / 'rules.json'}"
+
+
+@pytest.fixture
+def store(spec: str) -> RuleStore:
+    return open_store(spec)
+
+
+def states(store: RuleStore, rule_id: str) -> list[tuple[int, str]]:
+    return [(v.version, v.state) for v in store.history(rule_id)]
+
+
+def test_open_store_understands_specs_and_suffixes(tmp_path: Path) -> None:
+    assert isinstance(open_store(f"sqlite:{tmp_path / 'a'}"), SqliteStore)
+    assert isinstance(open_store(tmp_path / "b.sqlite"), SqliteStore)
+    assert isinstance(open_store(f"file:{tmp_path / 'c'}"), JsonFileStore)
+    assert isinstance(open_store(str(tmp_path / "d.json")), JsonFileStore)
+    with pytest.raises(StoreError, match="expected 'sqlite:PATH'"):
+        open_store(str(tmp_path / "rules.txt"))
+    with pytest.raises(StoreError, match="PostgreSQL"):
+        open_store("postgresql://localhost/rules")
+    foreign = tmp_path / "other.json"
+    foreign.write_text('{"rules": []}')
+    with pytest.raises(StoreError, match="is not a sparkcep rule store"):
+        open_store(foreign).head()
+    result = CliRunner().invoke(rules, ["list", "--store", str(foreign)])
+    assert result.exit_code == 1 and "is not a sparkcep rule store" in result.output
+
+
+def test_versions_and_states(store: RuleStore) -> None:
+    first = store.add(BIG, author="ana")
+    assert (first.seq, first.version, first.state, first.effective_from_ms, first.author) == (
+        1,
+        1,
+        "ACTIVE",
+        None,
+        "ana",
+    )
+    assert first.rule["limit"] == "200000" and first.rule["window"] == 86_400_000
+    second = store.update("big-transfers", {"limit": "300000"})
+    assert (second.version, second.state, second.rule["limit"], second.rule["group_by"]) == (
+        2,
+        "ACTIVE",
+        "300000",
+        BIG["group_by"],
+    )
+    assert store.pause("big-transfers").state == "PAUSE"
+    assert store.resume("big-transfers").state == "ACTIVE"
+    assert store.delete("big-transfers").state == "DELETE"
+    assert states(store, "big-transfers") == [(1, "ACTIVE"), (2, "ACTIVE"), (3, "PAUSE"), (4, "ACTIVE"), (5, "DELETE")]
+    assert all(v.rule["limit"] == "300000" for v in store.history("big-transfers")[1:])
+    assert store.current() == []
+    with pytest.raises(RuleError, match="field 'state': expected a paused rule"):
+        store.resume("big-transfers")
+    # an update brings a deleted rule back, ACTIVE unless the changes say otherwise
+    revived = store.update("big-transfers", {"window": "2d"})
+    assert (revived.version, revived.state, revived.rule["window"]) == (6, "ACTIVE", 2 * 86_400_000)
+    assert [v.rule_id for v in store.current()] == ["big-transfers"]
+    assert store.update("big-transfers", {"state": "PAUSE"}).state == "PAUSE"
+
+
+def test_head_and_log_since_for_polling(store: RuleStore) -> None:
+    assert store.head() == 0 and store.log() == []
+    store.add(BIG)
+    store.add(COMPLETION_RULE)
+    seen = store.head()
+    assert seen == 2 and store.log(seen) == []
+    store.pause("big-transfers")
+    store.add(INACTIVITY_RULE)
+    news = store.log(seen)
+    assert [(v.seq, v.rule_id, v.version) for v in news] == [(3, "big-transfers", 2), (4, "device-offline", 1)]
+    assert store.head() == 4 and [v.seq for v in store.log()] == [1, 2, 3, 4]
+
+
+def test_assign_effective_from_once(store: RuleStore) -> None:
+    store.add(BIG)
+    store.update("big-transfers", {"limit": 5, "effective_from": "2024-01-02T00:00:00Z"})
+    assert [v.effective_from_ms for v in store.log()] == [None, T0 + 86_400_000]
+    store.assign_effective_from("big-transfers", 1, T0)
+    store.assign_effective_from("big-transfers", 1, T0)  # idempotent
+    with pytest.raises(RuleError, match=r"field 'effective_from': expected 2024-01-01T00:00:00\.000Z"):
+        store.assign_effective_from("big-transfers", 1, T0 + 1)
+    with pytest.raises(RuleError, match="field 'version': expected a version recorded"):
+        store.assign_effective_from("big-transfers", 9, T0)
+    head = store.head()
+    assert head == 2 and store.log()[0].effective_from_ms == T0 and store.log()[0].rule["effective_from"] == T0
+    assert open_store_again(store).log()[0].effective_from_ms == T0
+
+
+def open_store_again(store: RuleStore) -> RuleStore:
+    assert isinstance(store, SqliteStore | JsonFileStore)
+    return type(store)(store.path)
+
+
+def test_rule_set_and_export_round_trip(store: RuleStore, tmp_path: Path) -> None:
+    store.set_input_spec(InputSpec(time_field="eventTime", type_field=None, id_field="transactionId"))
+    store.add(COMPLETION_RULE)
+    store.add({**BIG, "effective_from": T0, "filter": "paymentType = 'CARD'"})
+    store.update("big-transfers", {"limit": "1.5"})  # not timed yet: right after version 1
+    rule_set = store.rule_set()
+    versions = [r for r in rule_set.rules if isinstance(r, AggregateRule)]
+    assert [(r.version, r.effective_from_ms) for r in versions] == [(1, T0), (2, T0)]
+    assert rule_set.input.time_field == "eventTime"
+    exported = store.export()
+    assert (
+        exported["rules"][1]["window"] == "1d" and exported["rules"][1]["effective_from"] == "2024-01-01T00:00:00.000Z"
+    )
+    assert parse_rules(exported) == rule_set
+    path = tmp_path / "exported.json"
+    path.write_text(json.dumps(exported))
+    assert load_rules(path) == rule_set
+
+
+def test_import_demo_form_then_again_is_a_no_op(store: RuleStore, tmp_path: Path) -> None:
+    path = tmp_path / "demo.json"
+    path.write_text(json.dumps(DEMO_FILE))
+    written = store.import_file(path, author="import")
+    assert [(v.rule_id, v.version, v.state) for v in written] == [("1", 1, "ACTIVE"), ("1", 2, "PAUSE")]
+    assert written[0].rule["function"] == "COUNT" and written[0].rule["window"] == 3_600_000
+    assert store.input_spec().time_field == "eventTime"
+    assert store.import_file(path) == []
+    # a file of one version per rule is what the rules should be now: a reverted definition is a new version
+    reverted = store.import_document({"rules": [DEMO_FILE["rules"][0]]})
+    assert [(v.version, v.state) for v in reverted] == [(3, "ACTIVE")]
+    # an export with one more version appended adds just that one
+    edited = store.export()
+    edited["rules"].append({**edited["rules"][-1], "limit": "25", "version": 4})
+    assert [(v.version, v.rule["limit"]) for v in store.import_document(edited)] == [(4, "25")]
+    # the store's own export imports into a fresh store as the same log
+    other = tmp_path / "copy.json"
+    other.write_text(json.dumps(store.export()))
+    fresh = open_store(tmp_path / "fresh.db")
+    fresh.import_file(other)
+    assert fresh.rule_set() == store.rule_set()
+    with pytest.raises(RuleError, match="field 'input': expected the store's input"):
+        store.import_document({"input": {"time_field": "ts"}, "rules": [COMPLETION_RULE]})
+
+
+@pytest.mark.parametrize(
+    ("action", "message"),
+    [
+        (lambda s: s.add({**BIG, "id": "x", "window": "soon"}), "rule 'x', field 'window': expected a duration"),
+        (lambda s: s.add({**BIG, "limit": 1}), "rule 'big-transfers', field 'id': expected an id not yet in the store"),
+        (lambda s: s.add({**BIG, "id": "x", "version": 3}), "rule 'x', field 'version': expected 1 (the store numbers"),
+        (lambda s: s.update("big-transfers", {"operator": "~"}), "field 'operator': expected one of EQUAL"),
+        (lambda s: s.update("big-transfers", {"id": "y"}), "field 'id': expected 'big-transfers' (ids cannot"),
+        (lambda s: s.update("nope", {"limit": 1}), "rule 'nope', field 'id': expected a rule id in the store"),
+        (
+            lambda s: s.add({**INACTIVITY_RULE, "offline_event": "ALERT"}),
+            "rule 'device-offline', field 'output event': expected a name not already produced by 'big-transfers'",
+        ),
+        (
+            lambda s: s.update("order-fulfilment", {"deadline": "1d"}),
+            "rule 'order-fulfilment', field 'type': expected an aggregate rule (only they have versions), "
+            "got 'completion'",
+        ),
+        (lambda s: s.pause("order-fulfilment"), "field 'type': expected an aggregate rule"),
+        (lambda s: s.delete("order-fulfilment"), "field 'type': expected an aggregate rule"),
+        (lambda s: s.add(COMPLETION_RULE), "field 'id': expected an id not yet in the store"),
+    ],
+)
+def test_invalid_changes_are_rejected_before_writing(store: RuleStore, action: Any, message: str) -> None:
+    store.add(BIG)
+    store.add(COMPLETION_RULE)
+    before = store.log()
+    with pytest.raises(RuleError) as info:
+        action(store)
+    assert message in str(info.value)
+    assert store.log() == before and store.head() == 2
+
+
+def _update_many(spec: str, who: str, times: int) -> None:
+    store = open_store(spec)
+    for i in range(times):
+        store.update("big-transfers", {"limit": f"{who}{i}"}, author=who)
+
+
+def _assert_no_lost_update(store: RuleStore, writers: int, times: int) -> None:
+    versions = store.history("big-transfers")
+    assert [v.version for v in versions] == list(range(1, writers * times + 2))
+    assert [v.seq for v in versions] == list(range(1, writers * times + 2))
+    for writer in range(writers):
+        limits = [v.rule["limit"] for v in versions if v.author == str(writer + 1)]
+        assert limits == [f"{writer + 1}{i}" for i in range(times)]
+
+
+def test_concurrent_threads_lose_no_update(spec: str) -> None:
+    open_store(spec).add(BIG)
+    threads = [threading.Thread(target=_update_many, args=(spec, str(who), 50)) for who in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    _assert_no_lost_update(open_store(spec), 2, 50)
+
+
+def test_concurrent_processes_lose_no_update(spec: str) -> None:
+    open_store(spec).add(BIG)
+    # spawn, not fork: forking a process that may hold Spark's threads is unsafe
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_update_many, args=(spec, str(who), 50)) for who in (1, 2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+    assert [w.exitcode for w in workers] == [0, 0]
+    _assert_no_lost_update(open_store(spec), 2, 50)
+
+
+def test_sqlite_migrations_run_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "rules.db"
+    SqliteStore(path).add(BIG)
+    assert SqliteStore(path).schema_version() == len(sqlite_module.MIGRATIONS) == 1
+    extra = ("ALTER TABLE rule_versions ADD COLUMN note TEXT",)
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS", [*sqlite_module.MIGRATIONS, extra])
+    store = SqliteStore(path)
+    SqliteStore(path)  # the column exists now: running the migration again would fail
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT version FROM schema_version ORDER BY version").fetchall()
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert rows == [(1,), (2,)] and store.schema_version() == 2 and store.head() == 1
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS", sqlite_module.MIGRATIONS[:1])
+    with pytest.raises(StoreError, match="schema version 2; this sparkcep knows up to 1"):
+        SqliteStore(path)
+
+
+def test_summary_sentences_and_diffs() -> None:
+    assert summary_sentence(BIG) == "sum of paymentAmount per payerId, beneficiaryId over 1d > 200000"
+    assert summary_sentence(DEMO_FILE["rules"][0]) == "count of events per payerId over 1h >= 20"
+    filtered = {**BIG, "function": "AVG", "filter": "x > 1", "output_event": "WIRE", "event_types": ["PAY"]}
+    assert summary_sentence(filtered) == (
+        "average of paymentAmount in PAY events per payerId, beneficiaryId over 1d > 200000 where x > 1, emits WIRE"
+    )
+    assert summary_sentence(INACTIVITY_RULE).startswith("per device_id, DEVICE_OFFLINE after 30m without TRACK")
+    assert "within 7d, else THRESHOLD_EXCEEDED" in summary_sentence(COMPLETION_RULE)
+    changed = {**BIG, "limit": "300000", "window": 2 * 86_400_000, "state": "PAUSE"}
+    assert describe_diff(BIG, changed) == "limit 200000 -> 300000; window 1d -> 2d"
+    assert describe_diff(None, BIG) == "new rule" and describe_diff(BIG, {**BIG, "version": 2}) == "same definition"
+
+
+def test_cli(spec: str, tmp_path: Path) -> None:
+    runner = CliRunner(env={"SPARKCEP_RULES_STORE": spec})
+
+    def run(*args: str, code: int = 0) -> str:
+        result = runner.invoke(rules, list(args))
+        assert result.exit_code == code, result.output
+        return result.output
+
+    assert "added big-transfers version 1 ACTIVE (seq 1), effective on next batch" in run("add", json.dumps(BIG))
+    rule_file = tmp_path / "more.json"
+    rule_file.write_text(json.dumps({"rules": [COMPLETION_RULE, INACTIVITY_RULE]}))
+    assert run("add", str(rule_file), "--author", "ana").count("added") == 2
+    assert "updated big-transfers version 2" in run("update", "big-transfers", '{"limit": 300000}', "--author", "bo")
+    assert "paused big-transfers version 3 PAUSE" in run("pause", "big-transfers")
+    assert "resumed big-transfers version 4 ACTIVE" in run("resume", "big-transfers")
+    listing = run("list")
+    assert listing.splitlines()[0].split() == ["ID", "VERSION", "STATE", "EFFECTIVE", "FROM", "SUMMARY"]
+    assert "big-transfers     4        ACTIVE  on next batch   sum of paymentAmount" in listing
+    assert [item["rule_id"] for item in json.loads(run("list", "--json"))] == [
+        "big-transfers",
+        "order-fulfilment",
+        "device-offline",
+    ]
+    history = run("history", "big-transfers")
+    assert "limit 200000 -> 300000" in history and "new rule" in history and " bo " in history
+    changes = [item["changes"] for item in json.loads(run("history", "big-transfers", "--json"))]
+    assert changes[1] == {"limit": ["200000", "300000"]} and changes[2] == {}
+    out = tmp_path / "export.json"
+    run("export", "--out", str(out))
+    assert len(load_rules(out).rules) == 6 and json.loads(run("export"))["rules"][0]["id"] == "big-transfers"
+    assert "nothing to import" in run("import", str(out))
+    assert "deleted big-transfers version 5 DELETE" in run("delete", "big-transfers", "--author", "cy")
+    assert "big-transfers" not in run("list")
+    error = run("update", "order-fulfilment", '{"deadline": "1d"}', code=1)
+    assert "Error: rule 'order-fulfilment', field 'type': expected an aggregate rule" in error
+    assert "field 'limit'" in run("update", "big-transfers", '{"limit": "lots"}', code=1)
+    assert "valid JSON" in run("add", "{oops", code=1)
+    assert "expected a rule id in the store" in run("history", "nope", code=1)
+
+
+def test_cli_validate_needs_no_store(tmp_path: Path) -> None:
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(DEMO_FILE))
+    result = CliRunner().invoke(rules, ["validate", str(good)])
+    assert result.exit_code == 0
+    assert result.output.splitlines()[0] == "ok  1  (aggregate v1 ACTIVE: count of events per payerId over 1h >= 20)"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"rules": [{**INACTIVITY_RULE, "timeout": "forever"}]}))
+    failed = CliRunner().invoke(rules, ["validate", str(bad)])
+    assert failed.exit_code == 1 and "rule 'device-offline', field 'timeout'" in failed.output
+    missing = CliRunner().invoke(rules, ["list"])
+    assert missing.exit_code == 2 and "--store" in missing.output
