@@ -212,3 +212,27 @@ def test_rich_form_errors() -> None:
         rules(rule(field=None))
     with pytest.raises(RuleError, match="version number not used before"):
         rules(rule(), rule())
+
+
+def test_resolution_pre_aggregates_per_step_and_counts_whole_steps_at_the_window_start() -> None:
+    exact = rules(rule(function="COUNT", field=None, operator=">=", limit=1, window="10m"))
+    bucketed = rules(rule(function="COUNT", field=None, operator=">=", limit=1, window="10m", resolution="1m"))
+    lines = [tx(1, T0 + 30_000), tx(2, T0 + 45_000), tx(3, T0 + 10 * MIN + 40_000)]
+    # At T0+10m40s the exact window (T0+40s, T0+10m40s] holds tx 2 (at 45 s) and tx 3: 2 events. With 1-minute
+    # steps, tx 1 and tx 2 live in the step that starts at T0, which is not after T0+40s: only tx 3 counts.
+    assert [a["events_in_window"] for a in alerts(exact, lines)][-1] == 2
+    assert [a["events_in_window"] for a in alerts(bucketed, lines)][-1] == 1
+    runner = LocalRunner(Program(bucketed), 0, buckets=1)
+    runner.run([[tx(n, T0 + n * 1_000) for n in range(1, 50)]], finish=True)
+    (blob,) = runner.snapshots.values()
+    from sparkcep.core.engine import BucketState
+
+    (key_state,) = BucketState.from_bytes(blob).keys.values()
+    assert len(key_state[1][0][1][0]) == 1  # 49 events in one minute: one stored step
+
+
+def test_resolution_is_fixed_per_rule_and_not_wider_than_the_window() -> None:
+    with pytest.raises(RuleError, match="field 'resolution'"):
+        rules(rule(resolution="1m"), rule(version=2, resolution="2m"))
+    with pytest.raises(RuleError, match="wider than the window"):
+        rules(rule(resolution="1h", window="10m"))

@@ -46,6 +46,7 @@ def rule_logs(draw: st.DrawFn) -> list[dict[str, Any]]:
     entries: list[dict[str, Any]] = []
     for rule_index in range(draw(st.integers(1, 3))):
         group_by = draw(st.sampled_from([["payerId"], ["payerId", "beneficiaryId"], ["beneficiaryId"]]))
+        resolution = draw(st.sampled_from([None, 1, 3]))  # seconds; fixed per rule
         for version in range(1, draw(st.integers(1, 3)) + 1):
             function = draw(st.sampled_from(["SUM", "AVG", "MIN", "MAX", "COUNT"]))
             entries.append(
@@ -60,7 +61,8 @@ def rule_logs(draw: st.DrawFn) -> list[dict[str, Any]]:
                     "field": None if function == "COUNT" else "paymentAmount",
                     "operator": draw(st.sampled_from(["=", "!=", ">", ">=", "<", "<="])),
                     "limit": draw(st.sampled_from([0, 1, 5, "0.3", 10, 20])),
-                    "window": f"{draw(st.integers(1, 15))}s",
+                    "window": f"{draw(st.integers(resolution or 1, 15))}s",
+                    "resolution": None if resolution is None else f"{resolution}s",
                     "filter": draw(st.sampled_from([None, "paymentType = 'CARD'", "paymentAmount >= 1"])),
                 }
             )

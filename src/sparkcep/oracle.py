@@ -364,12 +364,15 @@ def _replay_aggregate(aggregate: _Aggregate, key: str, entries: list[_Entry]) ->
     """Every stored event is a trigger: its window is recomputed from scratch under the version in effect."""
     entries.sort(key=lambda entry: entry[:3])
     times = [entry[0] for entry in entries]
+    # With a resolution, an event counts from the start of its resolution step (bucketed pre-aggregation).
+    resolution = aggregate.versions[0].resolution_ms
+    steps = times if resolution is None else [t - t % resolution for t in times]
     found: list[_Output] = []
     for entry in entries:
         event_time = entry[0]
         rule = aggregate.version_at(event_time)
         assert rule is not None  # the version that stored the entry
-        first = bisect_right(times, event_time - rule.window_ms)  # the window's start is exclusive
+        first = bisect_right(steps, event_time - rule.window_ms)  # the window's start is exclusive
         deleted_before = aggregate.deleted_before(event_time)
         if deleted_before is not None:
             first = max(first, bisect_left(times, deleted_before))

@@ -13,6 +13,11 @@ replay with the same rule log reproduces the same alerts, rule changes included.
 State per key: ``(timer, data)`` where ``data`` is a list mutated in place (copying a window per event would
 make every event cost as much as the window):
 ``[times, values, prefix sums, first live index, pending triggers, pending time, last seen time]``.
+
+With a ``resolution`` (bucketed pre-aggregation, e.g. 1 minute) a rule stores one entry per resolution step
+instead of one per event: state shrinks to ``window / resolution`` entries per key, and the window includes or
+excludes a whole step at its start (a step counts when its start lies inside ``(t - window, t]``). Exact mode,
+one entry per event, is the default.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ class AggregateLogic(RuleLogic):
         self._filters = [compile_expression(v.filter) if v.filter else None for v in ordered]
         # Keep what the widest window of this grouping may still need.
         self.retention_ms = max(v.window_ms for v in mine)
+        self.resolution_ms = mine[0].resolution_ms  # the same for every version of a rule (checked on load)
         # A DELETE counts only if it is the version in effect at its own time (not tied with a later one).
         self._deletes = sorted(
             v.effective_from_ms
@@ -117,11 +123,29 @@ class AggregateLogic(RuleLogic):
         self._expire(data, time)
         amount, key_values = value
         times, values, prefix = data[_TIMES], data[_VALUES], data[_PREFIX]
-        times.append(time)
-        values.append(amount)
-        # Prefix (sum, number of values): entries stored under a COUNT version carry no value.
-        last_sum, last_n = prefix[-1] if prefix else (_ZERO, 0)
-        prefix.append((last_sum, last_n) if amount is None else (_EXACT.add(last_sum, amount), last_n + 1))
+        # Prefix (sum, number of values, number of events): entries stored under a COUNT version carry no value.
+        last_sum, last_values, last_events = prefix[-1] if prefix else (_ZERO, 0, 0)
+        if amount is not None:
+            last_sum, last_values = _EXACT.add(last_sum, amount), last_values + 1
+        resolution = self.resolution_ms
+        if resolution is None:
+            times.append(time)
+            values.append(amount)
+            prefix.append((last_sum, last_values, last_events + 1))
+        else:
+            # Pre-aggregated: one entry per resolution step, holding [min, max] of its values.
+            stamp = time - time % resolution
+            if len(times) > data[_START] and times[-1] == stamp:
+                prefix[-1] = (last_sum, last_values, last_events + 1)
+                if amount is not None:
+                    bounds = values[-1]
+                    values[-1] = (
+                        [amount, amount] if bounds is None else [min(bounds[0], amount), max(bounds[1], amount)]
+                    )
+            else:
+                times.append(stamp)
+                values.append(None if amount is None else [amount, amount])
+                prefix.append((last_sum, last_values, last_events + 1))
         data[_PENDING].append((event_id, key_values))
         data[_PENDING_AT] = time
         data[_LAST] = time
@@ -158,10 +182,12 @@ class AggregateLogic(RuleLogic):
         if data[_START] > 1024 and data[_START] * 2 > len(times):
             # Compact now and then: rebuild the live tail with fresh prefix sums.
             cut = data[_START]
-            base_sum, base_n = data[_PREFIX][cut - 1]
+            base_sum, base_values, base_events = data[_PREFIX][cut - 1]
             data[_TIMES] = times[cut:]
             data[_VALUES] = data[_VALUES][cut:]
-            data[_PREFIX] = [(_EXACT.subtract(s, base_sum), n - base_n) for s, n in data[_PREFIX][cut:]]
+            data[_PREFIX] = [
+                (_EXACT.subtract(s, base_sum), v - base_values, e - base_events) for s, v, e in data[_PREFIX][cut:]
+            ]
             data[_START] = 0
 
     def _evaluate(self, data: list[Any], time: int, key: str, out: list[Record]) -> None:
@@ -169,20 +195,22 @@ class AggregateLogic(RuleLogic):
         times, values, prefix = data[_TIMES], data[_VALUES], data[_PREFIX]
         first = bisect.bisect_right(times, time - version.window_ms, lo=data[_START])
         last = len(times) - 1
+        before_sum, before_values, before_events = prefix[first - 1] if first > 0 else (_ZERO, 0, 0)
         if version.function == "COUNT":
-            count = last - first + 1
+            count = prefix[last][2] - before_events
             result = Decimal(count)
         else:
-            before_sum, before_n = prefix[first - 1] if first > 0 else (_ZERO, 0)
-            total, used = _EXACT.subtract(prefix[last][0], before_sum), prefix[last][1] - before_n
+            total, used = _EXACT.subtract(prefix[last][0], before_sum), prefix[last][1] - before_values
             count = used  # events whose value the aggregate used
             if version.function == "SUM":
                 result = total
             elif version.function == "AVG":
                 result = _AVERAGE.divide(total, Decimal(used))
             else:
-                window = [v for v in values[first : last + 1] if v is not None]
-                result = min(window) if version.function == "MIN" else max(window)
+                stored = [v for v in values[first : last + 1] if v is not None]
+                if self.resolution_ms is not None:
+                    stored = [bounds[0] if version.function == "MIN" else bounds[1] for bounds in stored]
+                result = min(stored) if version.function == "MIN" else max(stored)
         if not _COMPARE[version.operator](result, version.limit):
             return
         for trigger_id, key_values in data[_PENDING]:

@@ -114,6 +114,8 @@ class AggregateRule(BaseModel):
     filter: str | None = None
     event_types_: tuple[str, ...] | None = Field(default=None, alias="event_types")
     output_event: str = "ALERT"
+    # Bucketed pre-aggregation: trade precision at the window's start for state size (None: exact).
+    resolution_ms: int | None = Field(default=None, alias="resolution")
 
     _op = field_validator("operator", mode="before")(_operator)
     _win = field_validator("window_ms", mode="before")(_window)
@@ -128,6 +130,11 @@ class AggregateRule(BaseModel):
     def _limit(cls, value: object) -> Decimal:
         return to_decimal(value)
 
+    @field_validator("resolution_ms", mode="before")
+    @classmethod
+    def _resolution(cls, value: object) -> int | None:
+        return None if value is None else _window(value)
+
     @field_validator("filter")
     @classmethod
     def _filter(cls, value: str | None) -> str | None:
@@ -141,6 +148,8 @@ class AggregateRule(BaseModel):
     def _field_needed(self) -> AggregateRule:
         if self.function != "COUNT" and not self.field:
             raise ValueError(f"function {self.function} needs 'field' (the numeric field to aggregate)")
+        if self.resolution_ms is not None and self.resolution_ms > self.window_ms:
+            raise ValueError(f"resolution {self.resolution_ms} ms is wider than the window ({self.window_ms} ms)")
         return self
 
     @property

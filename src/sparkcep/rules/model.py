@@ -178,6 +178,10 @@ def _check_semantics(rules: RuleSet) -> None:
                 raise RuleError(rule.id, "version", "a version number not used before for this id", rule.version)
         if isinstance(rule, AggregateRule):
             versions.add((rule.id, rule.version))
+            first = earlier
+            if isinstance(first, AggregateRule) and first.resolution_ms != rule.resolution_ms:
+                expected = f"the resolution of version {first.version} ({first.resolution_ms} ms; it is fixed per rule)"
+                raise RuleError(rule.id, "resolution", expected, rule.resolution_ms)
         for field_name in rule_keys(rule):
             if not field_name:
                 raise RuleError(rule.id, "key", "a non-empty field name", field_name)
