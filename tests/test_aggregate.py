@@ -236,3 +236,10 @@ def test_resolution_is_fixed_per_rule_and_not_wider_than_the_window() -> None:
         rules(rule(resolution="1m"), rule(version=2, resolution="2m"))
     with pytest.raises(RuleError, match="wider than the window"):
         rules(rule(resolution="1h", window="10m"))
+
+
+def test_a_clear_state_version_starts_with_empty_windows_and_stays_active() -> None:
+    r = rules(rule(limit=150), rule(version=2, effective_from=T0 + MIN, clear_state=True, limit=150))
+    assert alerts(r, [tx(1, T0, 100), tx(2, T0 + 2 * MIN, 60)]) == []
+    fired = alerts(r, [tx(1, T0, 100), tx(2, T0 + 2 * MIN, 100), tx(3, T0 + 3 * MIN, 60)])
+    assert [(a["trigger_event_id"], a["rule_version"], a["aggregate"]["value"]) for a in fired] == [("3", 2, "160")]

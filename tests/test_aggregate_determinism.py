@@ -56,6 +56,7 @@ def rule_logs(draw: st.DrawFn) -> list[dict[str, Any]]:
                     "version": version,
                     "effective_from": T0 + (0 if version == 1 else draw(st.integers(0, 30)) * 1_000),
                     "state": "ACTIVE" if version == 1 else draw(st.sampled_from(["ACTIVE", "PAUSE", "DELETE"])),
+                    "clear_state": version > 1 and draw(st.booleans()),
                     "group_by": group_by,
                     "function": function,
                     "field": None if function == "COUNT" else "paymentAmount",

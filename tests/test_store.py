@@ -360,3 +360,38 @@ def test_cli_validate_needs_no_store(tmp_path: Path) -> None:
     assert failed.exit_code == 1 and "rule 'device-offline', field 'timeout'" in failed.output
     missing = CliRunner().invoke(rules, ["list"])
     assert missing.exit_code == 2 and "--store" in missing.output
+
+
+@pytest.mark.parametrize("spec_kind", ["sqlite", "file"])
+def test_control_rules_of_the_demo_act_on_every_aggregate_rule(tmp_path: Path, spec_kind: str) -> None:
+    from sparkcep.store import open_store
+
+    spec = f"sqlite:{tmp_path / 'r.db'}" if spec_kind == "sqlite" else f"file:{tmp_path / 'r.json'}"
+    store = open_store(spec)
+    demo = {
+        "ruleState": "ACTIVE",
+        "groupingKeyNames": ["payerId"],
+        "aggregateFieldName": "paymentAmount",
+        "aggregatorFunctionType": "SUM",
+        "limitOperatorType": "GREATER",
+        "limit": 10,
+        "windowMinutes": 5,
+    }
+    store.import_document(
+        {
+            "input": {"time_field": "eventTime", "type_field": None, "id_field": "transactionId"},
+            "rules": [{**demo, "ruleId": 1}, {**demo, "ruleId": 2}],
+        }
+    )
+    store.pause("2")
+    cleared = store.control("CLEAR_STATE_ALL")
+    assert [(v.rule_id, v.version, v.state, v.rule["clear_state"]) for v in cleared] == [("1", 2, "ACTIVE", True)]
+    updated = store.update("1", {"limit": 20})
+    assert updated.rule["clear_state"] is False  # a later version does not clear again
+    before = store.head()
+    assert store.control("EXPORT_RULES_CURRENT") == [] and store.head() == before
+    deleted = store.control("DELETE_RULES_ALL")
+    assert sorted((v.rule_id, v.state) for v in deleted) == [("1", "DELETE"), ("2", "DELETE")]
+    assert store.current() == []
+    with pytest.raises(RuleError, match="field 'controlType'"):
+        store.control("REBOOT")

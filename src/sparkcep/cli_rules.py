@@ -121,7 +121,13 @@ def add_command(file_or_json: str, store_spec: str, author: str | None) -> None:
     with _user_errors():
         raw = _read_json(file_or_json)
         store = open_store(store_spec)
-        if isinstance(raw, dict) and "rules" in raw:
+        if isinstance(raw, dict) and raw.get("ruleState") == "CONTROL":
+            # The demo's CONTROL rules act on the whole store.
+            written = store.control(str(raw.get("controlType")), author)
+            if raw.get("controlType") == "EXPORT_RULES_CURRENT":
+                click.echo(json.dumps(store.export(), indent=2))
+                return
+        elif isinstance(raw, dict) and "rules" in raw:
             written = store.import_document(raw, author, new_ids_only=True)
         elif isinstance(raw, list):
             written = store.import_document({"rules": raw}, author, new_ids_only=True)
@@ -215,6 +221,21 @@ def history_command(rule_id: str, store_spec: str, as_json: bool) -> None:
         for v, before in zip(versions, previous, strict=True)
     ]
     _echo_table(["SEQ", "VERSION", "RECORDED AT", "EFFECTIVE FROM", "STATE", "AUTHOR", "CHANGES"], rows)
+
+
+@rules.command("control")
+@click.argument("control_type", type=click.Choice(["CLEAR_STATE_ALL", "DELETE_RULES_ALL", "EXPORT_RULES_CURRENT"]))
+@_store_option
+@_author_option
+def control_command(control_type: str, store_spec: str, author: str | None) -> None:
+    """Apply a CONTROL rule of the fraud-detection demo to every aggregate rule in the store."""
+    with _user_errors():
+        store = open_store(store_spec)
+        written = store.control(control_type, author)
+        if control_type == "EXPORT_RULES_CURRENT":
+            click.echo(json.dumps(store.export(), indent=2))
+            return
+    _echo_written(written, control_type.lower().replace("_", " "))
 
 
 @rules.command("export")

@@ -250,7 +250,7 @@ class _Aggregate:
         self.deletes = [
             v.effective_from_ms
             for v in self.versions
-            if v.state == "DELETE" and self.version_at(v.effective_from_ms) is v
+            if (v.state == "DELETE" or v.clear_state) and self.version_at(v.effective_from_ms) is v
         ]
         self.stored: dict[tuple[tuple[str, ...], str], list[_Entry]] = {}
 

@@ -69,7 +69,7 @@ class AggregateLogic(RuleLogic):
         self._deletes = sorted(
             v.effective_from_ms
             for i, v in enumerate(ordered)
-            if v.state == "DELETE" and self.version_at(v.effective_from_ms) == i
+            if (v.state == "DELETE" or v.clear_state) and self.version_at(v.effective_from_ms) == i
         )
 
     def version_at(self, time: int) -> int:

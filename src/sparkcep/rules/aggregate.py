@@ -116,6 +116,8 @@ class AggregateRule(BaseModel):
     output_event: str = "ALERT"
     # Bucketed pre-aggregation: trade precision at the window's start for state size (None: exact).
     resolution_ms: int | None = Field(default=None, alias="resolution")
+    # Set by the CLEAR_STATE_ALL control: this version starts with an empty window, like after a DELETE.
+    clear_state: bool = False
 
     _op = field_validator("operator", mode="before")(_operator)
     _win = field_validator("window_ms", mode="before")(_window)

@@ -213,7 +213,9 @@ def _from_demo_form(raw: dict[str, Any]) -> dict[str, Any]:
             expected = expected.removeprefix("Value error, ").split(", got ")[0].removeprefix("expected ")
             raise RuleError(label, field, expected, first.get("input")) from None
         if demo.ruleState == "CONTROL":
-            expected = "ACTIVE, PAUSE or DELETE in a rule file (CONTROL rules act on a rule store)"
+            expected = (
+                "ACTIVE, PAUSE or DELETE in a rule file (CONTROL rules act on a rule store: sparkcep rules control)"
+            )
             raise RuleError(label, "ruleState", expected, "CONTROL")
         seen[demo.ruleId] = seen.get(demo.ruleId, 0) + 1
         converted.append(demo.to_rule(version=seen[demo.ruleId]))

@@ -113,6 +113,20 @@ class RuleStore(abc.ABC):
         """Record a DELETE version: the engine drops the rule's state when it takes effect."""
         return self._transition(rule_id, "DELETE", author)
 
+    def control(self, control_type: str, author: str | None = None) -> list[StoredVersion]:
+        """Apply a CONTROL rule of the fraud-detection demo: DELETE_RULES_ALL records a DELETE version of every
+        aggregate rule, CLEAR_STATE_ALL a new version of every active one that starts with empty windows (both
+        effective on the job's next batch); EXPORT_RULES_CURRENT changes nothing (read :meth:`export`)."""
+
+        def planner(snapshot: Snapshot) -> Change:
+            entries = plan.control_entries(snapshot, control_type)
+            return Change(self._plan(snapshot, entries, author, new_ids_only=False, check_versions=False))
+
+        if control_type == "EXPORT_RULES_CURRENT":
+            plan.control_entries(self._snapshot(), control_type)
+            return []
+        return list(self._transaction(planner).new_versions)
+
     def assign_effective_from(self, rule_id: str, version: int, effective_from_ms: int) -> None:
         """Record the event time the job gave an open version, so a replay uses the same one.
 

@@ -200,7 +200,7 @@ def transition(latest: StoredVersion, state: str) -> Entry:
     allowed, expected = _TRANSITIONS[state]
     if latest.state not in allowed:
         raise RuleError(latest.rule_id, "state", expected, latest.state)
-    return Entry({**latest.rule, "state": state}, pending=True, given_version=None)
+    return Entry({**latest.rule, "state": state, "clear_state": False}, pending=True, given_version=None)
 
 
 def merged_update(latest: StoredVersion, changes: dict[str, Any]) -> dict[str, Any]:
@@ -210,5 +210,25 @@ def merged_update(latest: StoredVersion, changes: dict[str, Any]) -> dict[str, A
     if changes.get("id", latest.rule_id) != latest.rule_id:
         raise RuleError(latest.rule_id, "id", f"{latest.rule_id!r} (ids cannot be changed)", changes["id"])
     # A new version starts ACTIVE and waits for the job's next batch unless the changes say otherwise.
-    base = {} if "type" in changes else definition(latest.rule)
+    base = {} if "type" in changes else {**definition(latest.rule), "clear_state": False}
     return {**base, **changes, "id": latest.rule_id}
+
+
+CONTROL_TYPES = ("CLEAR_STATE_ALL", "DELETE_RULES_ALL", "EXPORT_RULES_CURRENT")
+
+
+def control_entries(snapshot: Snapshot, control_type: str) -> list[Entry]:
+    """The versions a CONTROL rule of the fraud-detection demo stands for (EXPORT_RULES_CURRENT writes none)."""
+    if control_type not in CONTROL_TYPES:
+        raise RuleError("<control>", "controlType", f"one of {', '.join(CONTROL_TYPES)}", control_type)
+    latest = [v for v in latest_by_id(snapshot.versions).values() if v.rule.get("type") == "aggregate"]
+    if control_type == "DELETE_RULES_ALL":
+        return [transition(v, "DELETE") for v in latest if v.state != "DELETE"]
+    if control_type == "CLEAR_STATE_ALL":
+        # Same definition, a new version that starts with empty windows when it takes effect.
+        return [
+            Entry({**v.rule, "clear_state": True}, pending=True, given_version=None)
+            for v in latest
+            if v.state == "ACTIVE"
+        ]
+    return []
