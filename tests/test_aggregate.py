@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -243,3 +244,26 @@ def test_a_clear_state_version_starts_with_empty_windows_and_stays_active() -> N
     assert alerts(r, [tx(1, T0, 100), tx(2, T0 + 2 * MIN, 60)]) == []
     fired = alerts(r, [tx(1, T0, 100), tx(2, T0 + 2 * MIN, 100), tx(3, T0 + 3 * MIN, 60)])
     assert [(a["trigger_event_id"], a["rule_version"], a["aggregate"]["value"]) for a in fired] == [("3", 2, "160")]
+
+
+def test_a_rule_that_overflows_is_quarantined_for_that_key_and_reported() -> None:
+    r = rules(rule(function="AVG", limit=1, window="10m"), rule(id="count", function="COUNT", field=None, limit=0))
+    lines = [tx(1, T0, "1e1000000", payer=7), tx(2, T0 + 1, 5, payer=8), tx(3, T0 + 2, 5, payer=7)]
+    result = LocalRunner(Program(r), 0).run([lines])
+    assert [(e["rule_id"], e["key"], e["trigger"]) for e in result.errors] == [("r", "7", "timer")]
+    assert "Overflow" in result.errors[0]["error"]
+    fired = {(a["rule_id"], a["key"]["payerId"], a["trigger_event_id"]) for a in result.outputs}
+    # payer 8 still alerts under "r"; the other rule goes on for payer 7; "r" stays off for payer 7.
+    assert fired == {("r", 8, "2"), ("count", 7, "1"), ("count", 8, "2"), ("count", 7, "3")}
+
+
+def test_quarantine_pauses_the_failed_rule_in_the_store(tmp_path: Path) -> None:
+    from sparkcep.spark.rulefeed import QUARANTINE_AUTHOR, quarantine
+    from sparkcep.store import open_store
+
+    store = open_store(f"sqlite:{tmp_path / 'r.db'}")
+    store.import_document({"input": INPUT, "rules": [rule(), rule(id="other")]})
+    paused = quarantine(store, ["r", "unknown"])
+    assert [(v.rule_id, v.state, v.author) for v in paused] == [("r", "PAUSE", QUARANTINE_AUTHOR)]
+    assert quarantine(store, ["r"]) == []  # already paused: nothing more to do
+    assert {v.rule_id: v.state for v in store.current()} == {"r": "PAUSE", "other": "ACTIVE"}

@@ -18,7 +18,7 @@ from sparkcep.core.program import CONTROL_FIELD, Program
 from sparkcep.rules.model import RuleSet
 from sparkcep.spark.processor import BUCKET_FIELD
 from sparkcep.spark.sink import write_atomically
-from sparkcep.store import RuleStore
+from sparkcep.store import RuleStore, StoredVersion
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,22 @@ class RuleFeed:
         )
         write_atomically(self.control_dir / f"rules-{log.seq:010d}.jsonl", "\n".join(lines) + "\n")
         self.delivered = max(self.delivered, log.seq)
+
+
+QUARANTINE_AUTHOR = "sparkcep quarantine"
+
+
+def quarantine(store: RuleStore, rule_ids: list[str]) -> list[StoredVersion]:
+    """Pause, in the store, the active aggregate rules that raised: the engine already stopped them for the key
+    that failed; the PAUSE version stops them everywhere from the job's next batch on, and, being part of the
+    rule log, a replay stops them at the same event time."""
+    paused: list[StoredVersion] = []
+    current = {version.rule_id: version for version in store.current()}
+    for rule_id in rule_ids:
+        version = current.get(rule_id)
+        if version is not None and version.state == "ACTIVE" and version.rule.get("type") == "aggregate":
+            paused.append(store.pause(rule_id, author=QUARANTINE_AUTHOR))
+    return paused
 
 
 def same_routing(a: RuleSet, b: RuleSet) -> bool:

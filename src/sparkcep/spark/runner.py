@@ -21,7 +21,7 @@ from sparkcep.core.program import CONTROL_FIELD, Program
 from sparkcep.errors import CheckpointMismatch
 from sparkcep.rules.model import RuleSet
 from sparkcep.spark.query import QuerySpec, build_stream
-from sparkcep.spark.rulefeed import RuleFeed
+from sparkcep.spark.rulefeed import RuleFeed, quarantine
 from sparkcep.spark.sink import (
     DEADLETTER_DIR,
     ERRORS_DIR,
@@ -110,6 +110,8 @@ class Pipeline:
             self._max_seen = metrics.max_event_time
         if self.feed is None:
             return
+        if metrics.failed_rules:
+            quarantine(self.feed.store, metrics.failed_rules)
         if self.feed.poll(self._max_seen, self.rules) is None:
             # A new grouping: Spark must route by it, so the query is planned again, and the new versions take
             # effect after the last event the old plan handled (start() assigns their time then).

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sparkcep.spark.processor import KIND_METRIC
+from sparkcep.spark.processor import KIND_ERROR, KIND_METRIC
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -50,6 +50,7 @@ class BatchMetrics:
     buffered: int = 0
     state_bytes: int = 0
     by_type: dict[str, int] = field(default_factory=dict)
+    failed_rules: list[str] = field(default_factory=list)  # rule ids that raised in this batch (see _errors/)
     written_at: float = 0.0  # wall-clock seconds when the batch's files were written
     python_s: float = 0.0  # summed over buckets: time inside the stateful processor's handlers
     collect_s: float = 0.0  # running the batch's plan and collecting its rows on the driver
@@ -89,6 +90,10 @@ class FileSink:
             if kind == KIND_METRIC:
                 metrics.add(json.loads(payload))
             else:
+                if kind == KIND_ERROR:
+                    rule_id = str(json.loads(payload)["rule_id"])
+                    if rule_id not in metrics.failed_rules:
+                        metrics.failed_rules.append(rule_id)
                 by_name[name].append((at, payload))
         for name, items in by_name.items():
             items.sort()
