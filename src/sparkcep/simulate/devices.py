@@ -23,7 +23,6 @@ from sparkcep.simulate.writer import (
     check_common_args,
     check_positive,
     check_share,
-    check_start,
     new_event_id,
     prepare_out_dir,
     write_simulation,
@@ -80,11 +79,11 @@ def generate_devices(
         events=events,
         seed=seed,
         files=files,
+        start_ms=start_ms,
         max_delay_ms=max_delay_ms,
         delayed_share=delayed_share,
         duplicate_share=duplicate_share,
     )
-    check_start(start_ms)
     check_share("offline_share", offline_share)
     check_positive("interval_ms", interval_ms)
     if devices is None:

@@ -26,7 +26,6 @@ from sparkcep.simulate.writer import (
     check_common_args,
     check_positive,
     check_share,
-    check_start,
     new_event_id,
     prepare_out_dir,
     write_simulation,
@@ -82,11 +81,11 @@ def generate_orders(
         events=events,
         seed=seed,
         files=files,
+        start_ms=start_ms,
         max_delay_ms=max_delay_ms,
         delayed_share=delayed_share,
         duplicate_share=duplicate_share,
     )
-    check_start(start_ms)
     check_share("incomplete_share", incomplete_share)
     check_positive("mean_gap_ms", mean_gap_ms)
     path = prepare_out_dir(out_dir, overwrite)

@@ -33,7 +33,6 @@ from sparkcep.simulate.writer import (
     check_common_args,
     check_positive,
     check_share,
-    check_start,
     prepare_out_dir,
     write_simulation,
 )
@@ -101,11 +100,11 @@ def generate_transactions(
         events=events,
         seed=seed,
         files=files,
+        start_ms=start_ms,
         max_delay_ms=max_delay_ms,
         delayed_share=delayed_share,
         duplicate_share=duplicate_share,
     )
-    check_start(start_ms)
     check_positive("pairs", pairs)
     check_positive("payers", payers)
     check_positive("beneficiaries", beneficiaries)

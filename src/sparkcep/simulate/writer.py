@@ -131,9 +131,17 @@ def new_event_id(rng: random.Random) -> str:
 
 
 def check_common_args(
-    *, events: int, seed: int, files: int, max_delay_ms: int, delayed_share: float, duplicate_share: float
+    *,
+    events: int,
+    seed: int,
+    files: int,
+    start_ms: int,
+    max_delay_ms: int,
+    delayed_share: float,
+    duplicate_share: float,
 ) -> None:
     """Reject arguments no simulator can honour, naming the argument."""
+    check_start(start_ms)
     if isinstance(events, bool) or not isinstance(events, int) or events < 1:
         raise ValueError(f"events must be a positive integer, got {events!r}")
     if events > _SEQ_MASK >> 2:
