@@ -267,3 +267,15 @@ def test_quarantine_pauses_the_failed_rule_in_the_store(tmp_path: Path) -> None:
     assert [(v.rule_id, v.state, v.author) for v in paused] == [("r", "PAUSE", QUARANTINE_AUTHOR)]
     assert quarantine(store, ["r"]) == []  # already paused: nothing more to do
     assert {v.rule_id: v.state for v in store.current()} == {"r": "PAUSE", "other": "ACTIVE"}
+
+
+def test_state_stays_bounded_by_the_window_however_long_the_history() -> None:
+    from sparkcep.core.engine import BucketState
+
+    runner = LocalRunner(Program(rules(rule(window="10s"))), 0, buckets=1)
+    for batch in range(20):  # 2,000 events of one key, one per second: about 10 live at any time
+        runner.run_batch([tx(batch * 100 + n, T0 + (batch * 100 + n) * 1_000) for n in range(100)])
+    (blob,) = runner.snapshots.values()
+    (key_state,) = BucketState.from_bytes(blob).keys.values()
+    stored_times = key_state[1][0][1][0]
+    assert len(stored_times) <= 2 * 11  # live entries plus at most as many expired ones before compaction

@@ -179,7 +179,7 @@ class AggregateLogic(RuleLogic):
             data[_START] = len(times)  # a DELETE took effect since this key was last seen: forget everything
         start = bisect.bisect_right(times, now - self.retention_ms, lo=data[_START])
         data[_START] = max(data[_START], start)
-        if data[_START] > 1024 and data[_START] * 2 > len(times):
+        if data[_START] * 2 > len(times):
             # Compact now and then: rebuild the live tail with fresh prefix sums.
             cut = data[_START]
             base_sum, base_values, base_events = data[_PREFIX][cut - 1]
