@@ -149,8 +149,8 @@ class Compare(Node):
 
 
 @dataclass(frozen=True)
-class And(Node):
-    """``a and b and c`` is one node with three operands, so long conjunctions stay shallow."""
+class _Junction(Node):
+    """``a and b and c`` is one node with three operands, so long chains stay shallow."""
 
     operands: tuple[Node, ...]
 
@@ -159,21 +159,18 @@ class And(Node):
 
     def __post_init__(self) -> None:
         if len(self.operands) < 2:
-            raise ValueError("And needs at least two operands")
+            raise ValueError(f"{type(self).__name__} needs at least two operands")
         super().__post_init__()
 
 
 @dataclass(frozen=True)
-class Or(Node):
-    operands: tuple[Node, ...]
+class And(_Junction):
+    pass
 
-    def children(self) -> tuple[Node, ...]:
-        return self.operands
 
-    def __post_init__(self) -> None:
-        if len(self.operands) < 2:
-            raise ValueError("Or needs at least two operands")
-        super().__post_init__()
+@dataclass(frozen=True)
+class Or(_Junction):
+    pass
 
 
 @dataclass(frozen=True)

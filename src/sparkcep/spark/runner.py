@@ -92,7 +92,7 @@ class Pipeline:
             self._load_rules_from_store()
         else:
             self.rules = rules
-        self.program = Program(self.rules)
+            self.program = Program(rules)
 
     def _load_rules_from_store(self) -> None:
         assert self.feed is not None
