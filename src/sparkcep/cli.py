@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from sparkcep.cli_patterns import patterns as patterns_group
 from sparkcep.cli_rules import rules as rules_group
 from sparkcep.errors import SparkcepError
 from sparkcep.timeutil import parse_duration
@@ -245,6 +246,7 @@ def backtest(
 # -- rules ------------------------------------------------------------------------------------------
 
 main.add_command(rules_group)
+main.add_command(patterns_group)
 
 
 # -- demo -------------------------------------------------------------------------------------------

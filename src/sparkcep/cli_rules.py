@@ -44,7 +44,7 @@ def _json_option(command: F) -> F:
 
 
 @contextmanager
-def _user_errors() -> Iterator[None]:
+def user_errors() -> Iterator[None]:
     """Show sparkcep's own messages (they name rule, field, expected and got) and exit with status 1."""
     try:
         yield
@@ -94,8 +94,9 @@ def validate_command(path: Path) -> None:
     """
     from sparkcep.rules.aggregate import AggregateRule
     from sparkcep.rules.model import CompletionRule, load_rules, rule_keys
+    from sparkcep.rules.pattern import PatternRule
 
-    with _user_errors():
+    with user_errors():
         rule_set = load_rules(path)
     for rule in rule_set.rules:
         keys = ", ".join(rule_keys(rule))
@@ -104,6 +105,9 @@ def validate_command(path: Path) -> None:
         elif isinstance(rule, AggregateRule):
             sentence = summary_sentence(rule.model_dump(mode="json", by_alias=True))
             detail = f"aggregate v{rule.version} {rule.state}: {sentence}"
+        elif isinstance(rule, PatternRule):
+            stages = ", ".join(stage["name"] for stage in rule.pattern["stages"])
+            detail = f"pattern v{rule.version} {rule.state}, key {keys}, stages {stages}"
         else:
             detail = f"{rule.type}, key {keys}, timeout {format_duration(rule.timeout_ms)}"
         click.echo(f"ok  {rule.id}  ({detail})")
@@ -118,7 +122,7 @@ def add_command(file_or_json: str, store_spec: str, author: str | None) -> None:
 
     FILE_OR_JSON is one rule as an inline JSON object, or a rule file (demo or own form) with several.
     """
-    with _user_errors():
+    with user_errors():
         raw = _read_json(file_or_json)
         store = open_store(store_spec)
         if isinstance(raw, dict) and raw.get("ruleState") == "CONTROL":
@@ -148,7 +152,7 @@ def update_command(rule_id: str, json_changes: str, store_spec: str, author: str
     "type" replaces the definition. The new version is ACTIVE unless it sets "state", and takes effect on the
     job's next batch unless it sets "effective_from".
     """
-    with _user_errors():
+    with user_errors():
         changes = _read_json(json_changes)
         if not isinstance(changes, dict):
             raise RuleError(rule_id, "<rule>", "a JSON object of changes", type(changes).__name__)
@@ -166,7 +170,7 @@ def _transition_command(name: str, verb: str, action: Callable[[RuleStore, str, 
     @_store_option
     @_author_option
     def command(rule_id: str, store_spec: str, author: str | None) -> None:
-        with _user_errors():
+        with user_errors():
             written = action(open_store(store_spec), rule_id, author)
         _echo_written([written], name + "d")  # paused, resumed, deleted
 
@@ -181,7 +185,7 @@ _transition_command("delete", "deletes", RuleStore.delete)
 @_json_option
 def list_command(store_spec: str, as_json: bool) -> None:
     """The latest version of every rule that is not deleted."""
-    with _user_errors():
+    with user_errors():
         current = open_store(store_spec).current()
     if as_json:
         click.echo(json.dumps([{**v.to_json(), "summary": summary_sentence(v.rule)} for v in current], indent=2))
@@ -196,7 +200,7 @@ def list_command(store_spec: str, as_json: bool) -> None:
 @_json_option
 def history_command(rule_id: str, store_spec: str, as_json: bool) -> None:
     """Every version of RULE_ID and what changed."""
-    with _user_errors():
+    with user_errors():
         versions = open_store(store_spec).history(rule_id)
         if not versions:
             raise RuleError(rule_id, "id", "a rule id in the store", rule_id)
@@ -229,7 +233,7 @@ def history_command(rule_id: str, store_spec: str, as_json: bool) -> None:
 @_author_option
 def control_command(control_type: str, store_spec: str, author: str | None) -> None:
     """Apply a CONTROL rule of the fraud-detection demo to every aggregate rule in the store."""
-    with _user_errors():
+    with user_errors():
         store = open_store(store_spec)
         written = store.control(control_type, author)
         if control_type == "EXPORT_RULES_CURRENT":
@@ -243,7 +247,7 @@ def control_command(control_type: str, store_spec: str, author: str | None) -> N
 @click.option("--out", "out_path", type=click.Path(dir_okay=False, path_type=Path), help="Write here, not stdout.")
 def export_command(store_spec: str, out_path: Path | None) -> None:
     """Write every version as a rule file (for `sparkcep run --rules`)."""
-    with _user_errors():
+    with user_errors():
         text = json.dumps(open_store(store_spec).export(), indent=2) + "\n"
         if out_path is None:
             click.echo(text, nl=False)
@@ -261,7 +265,7 @@ def import_command(path: Path, store_spec: str, author: str | None) -> None:
 
     Demo or own form; rules identical to what the store holds are skipped, so importing twice is harmless.
     """
-    with _user_errors():
+    with user_errors():
         written = open_store(store_spec).import_file(path, author)
     if not written:
         click.echo(f"nothing to import: every rule in {path} matches the store")

@@ -31,6 +31,7 @@ from sparkcep.expr import ExpressionError, compile_expression
 from sparkcep.ids import output_id
 from sparkcep.rules.aggregate import AggregateRule, format_decimal, to_decimal
 from sparkcep.rules.model import CompletionRule, InactivityRule, RuleSet, load_rules
+from sparkcep.rules.pattern import PatternRule
 from sparkcep.timeutil import format_duration, format_iso, parse_event_time
 
 Record = dict[str, object]
@@ -427,6 +428,10 @@ def _units(rules: RuleSet) -> list[_Keyed | _Aggregate]:
     units: list[_Keyed | _Aggregate] = []
     seen: set[str] = set()
     for rule in rules.rules:
+        if isinstance(rule, PatternRule):
+            # Patterns are checked against Flink CEP's behaviour (tests/conformance) and against a direct
+            # sequential run of their logic (tests/test_pattern_engine.py), not here.
+            raise SparkcepError(f"rule {rule.id!r}: the oracle does not evaluate pattern rules")
         if not isinstance(rule, AggregateRule):
             units.append(_Keyed(rule))
         elif rule.id not in seen:

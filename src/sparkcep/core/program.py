@@ -18,9 +18,11 @@ from sparkcep.core.aggregate import AggregateLogic
 from sparkcep.core.completion import CompletionLogic
 from sparkcep.core.inactivity import InactivityLogic
 from sparkcep.core.logic import SKIP, FieldProblem, RuleLogic, describe, require_key
+from sparkcep.core.pattern import PatternLogic
 from sparkcep.errors import EventTimeError
 from sparkcep.rules.aggregate import AggregateRule
-from sparkcep.rules.model import CompletionRule, InactivityRule, RuleSet
+from sparkcep.rules.model import CompletionRule, InactivityRule, RuleSet, rule_keys
+from sparkcep.rules.pattern import PatternRule
 from sparkcep.timeutil import parse_event_time
 
 UNROUTED = -1
@@ -48,21 +50,24 @@ _OUT_OF_SCOPE = Decoded(None, None, ())  # every rule that could take the event 
 
 
 def _logics_for(rules: RuleSet) -> tuple[RuleLogic, ...]:
-    """One logic per completion/inactivity rule, and one per (aggregate rule id, grouping) over its versions."""
+    """One logic per completion/inactivity rule, and one per (versioned rule id, grouping) over its versions."""
     logics: list[RuleLogic] = []
-    aggregate_versions: dict[str, list[AggregateRule]] = {}
+    versions: dict[str, list[Any]] = {}
     for rule in rules.rules:
-        if isinstance(rule, AggregateRule):
-            aggregate_versions.setdefault(rule.id, []).append(rule)
+        if isinstance(rule, AggregateRule | PatternRule):
+            versions.setdefault(rule.id, []).append(rule)
     placed: set[tuple[str, tuple[str, ...]]] = set()
     for rule in rules.rules:
         if isinstance(rule, CompletionRule):
             logics.append(CompletionLogic(rule))
         elif isinstance(rule, InactivityRule):
             logics.append(InactivityLogic(rule))
-        elif (rule.id, rule.group_by) not in placed:
-            placed.add((rule.id, rule.group_by))
-            logics.append(AggregateLogic(aggregate_versions[rule.id], rule.group_by))
+        elif (rule.id, rule_keys(rule)) not in placed:
+            placed.add((rule.id, rule_keys(rule)))
+            if isinstance(rule, AggregateRule):
+                logics.append(AggregateLogic(versions[rule.id], rule.group_by))
+            else:
+                logics.append(PatternLogic(versions[rule.id], rule.key))
     return tuple(logics)
 
 

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sparkcep.errors import DurationError, RuleError
 from sparkcep.rules.aggregate import AggregateRule, DemoRule
+from sparkcep.rules.pattern import PatternRule, check_pattern_rule
 from sparkcep.timeutil import parse_duration
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # digits first too: the demo's rule ids are numbers
@@ -116,14 +117,17 @@ class InactivityRule(_Frozen):
         return (self.offline_event, self.online_event)
 
 
-Rule = Annotated[CompletionRule | InactivityRule | AggregateRule, Field(discriminator="type")]
-AnyRule = CompletionRule | InactivityRule | AggregateRule
+Rule = Annotated[CompletionRule | InactivityRule | AggregateRule | PatternRule, Field(discriminator="type")]
+AnyRule = CompletionRule | InactivityRule | AggregateRule | PatternRule
+Versioned = AggregateRule | PatternRule  # rule types whose entries with one id are versions
 
 
 def rule_keys(rule: AnyRule) -> tuple[str, ...]:
     """The grouping fields of a rule."""
     if isinstance(rule, AggregateRule):
         return rule.group_by
+    if isinstance(rule, PatternRule):
+        return rule.key
     return (rule.key,)
 
 
@@ -156,10 +160,18 @@ def _check_outputs(rule: AnyRule, outputs: dict[str, AnyRule]) -> None:
         if not _OUTPUT_NAME.match(name):
             raise RuleError(rule.id, "output event", "a name of letters, digits, '_' or '-'", name)
         owner = outputs.setdefault(name, rule)
-        # Aggregate rules may share an output ("ALERT"); other rules own theirs.
+        # Aggregate rules may share an output ("ALERT"); other rules own theirs (all versions of a rule share).
         shared = isinstance(owner, AggregateRule) and isinstance(rule, AggregateRule)
         if owner.id != rule.id and not shared:
             raise RuleError(rule.id, "output event", f"a name not already produced by {owner.id!r}", name)
+
+
+def _check_versioned(rule: Versioned, first: AnyRule) -> None:
+    if isinstance(rule, PatternRule):
+        check_pattern_rule(rule)
+    elif isinstance(first, AggregateRule) and first.resolution_ms != rule.resolution_ms:
+        expected = f"the resolution of version {first.version} ({first.resolution_ms} ms; it is fixed per rule)"
+        raise RuleError(rule.id, "resolution", expected, rule.resolution_ms)
 
 
 def _check_semantics(rules: RuleSet) -> None:
@@ -171,17 +183,15 @@ def _check_semantics(rules: RuleSet) -> None:
             raise RuleError(rule.id, "id", "letters, digits, '_', '.', '-' starting with a letter or digit", rule.id)
         earlier = seen_ids.setdefault(rule.id, rule)
         if earlier is not rule:
-            # Only aggregate rules have versions: each entry with the same id is one version.
-            if not (isinstance(rule, AggregateRule) and isinstance(earlier, AggregateRule)):
+            # Only aggregate and pattern rules have versions: each entry with the same id is one version.
+            if not (isinstance(rule, Versioned) and type(rule) is type(earlier)):
                 raise RuleError(rule.id, "id", "an id used by no other rule", rule.id)
+            assert isinstance(rule, Versioned)
             if (rule.id, rule.version) in versions:
                 raise RuleError(rule.id, "version", "a version number not used before for this id", rule.version)
-        if isinstance(rule, AggregateRule):
+        if isinstance(rule, Versioned):
             versions.add((rule.id, rule.version))
-            first = earlier
-            if isinstance(first, AggregateRule) and first.resolution_ms != rule.resolution_ms:
-                expected = f"the resolution of version {first.version} ({first.resolution_ms} ms; it is fixed per rule)"
-                raise RuleError(rule.id, "resolution", expected, rule.resolution_ms)
+            _check_versioned(rule, earlier)
         for field_name in rule_keys(rule):
             if not field_name:
                 raise RuleError(rule.id, "key", "a non-empty field name", field_name)
@@ -252,7 +262,7 @@ def parse_rules(raw: Any) -> RuleSet:
             expected = expected.removeprefix("expected ")
         elif first["type"] == "union_tag_invalid":
             expected, got, field = (
-                "type 'completion', 'inactivity' or 'aggregate'",
+                "type 'completion', 'inactivity', 'aggregate' or 'pattern'",
                 got.get("type") if isinstance(got, dict) else got,
                 "type",
             )

@@ -1,0 +1,290 @@
+"""Pattern spec -> automaton of states with TAKE, IGNORE and PROCEED edges (Flink CEP's NFA model).
+
+The automaton is built from the last stage back to the first, so every state knows the state it leads to:
+
+- TAKE consumes the event into the source state's stage and moves to the target;
+- IGNORE skips the event and stays (or moves to a copy without the PROCEED edge, so a skipped optional
+  stage branches once, not once per event);
+- PROCEED is an epsilon move taken on the same event (leaving an optional stage or a loop).
+
+Contiguity becomes the IGNORE condition: strict has none, relaxed ignores events that do not match, "any"
+ignores every event (and so also branches on matching ones). ``not_next`` is a state whose matching event
+leads to a STOP state (the partial match dies); ``not_followed_by`` is folded into PROCEED-to-STOP edges on
+the states that wait after it, or, at the end of a pattern, a PENDING state that becomes a match when
+``within`` runs out. Greedy loops remove their take condition from the following state's edges. Until
+conditions cut a loop's TAKE and IGNORE edges.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sparkcep.cep.conditions import TRUE, Condition, both, negate, where
+from sparkcep.cep.spec import PatternSpec, StageSpec
+
+TAKE, IGNORE, PROCEED = "TAKE", "IGNORE", "PROCEED"
+NORMAL, FINAL, STOP, PENDING = "normal", "final", "stop", "pending"
+
+
+@dataclass(eq=False)
+class Edge:
+    action: str
+    target: AutomatonState
+    condition: Condition
+
+
+@dataclass(eq=False)
+class AutomatonState:
+    index: int
+    stage: str
+    kind: str = NORMAL
+    edges: list[Edge] = field(default_factory=list)
+
+    def add(self, action: str, target: AutomatonState, condition: Condition) -> None:
+        self.edges.append(Edge(action, target, condition))
+
+
+@dataclass(frozen=True)
+class Automaton:
+    states: tuple[AutomatonState, ...]
+    start: int
+    spec: PatternSpec
+
+
+def compile_automaton(spec: PatternSpec) -> Automaton:
+    builder = _Builder(spec)
+    start = builder.build()
+    reachable = _reachable(start)
+    # Renumber the reachable states so indexes in saved partial matches are stable for a given pattern.
+    for number, state in enumerate(reachable):
+        state.index = number
+    return Automaton(tuple(reachable), start.index, spec)
+
+
+def _reachable(start: AutomatonState) -> list[AutomatonState]:
+    seen: dict[int, AutomatonState] = {}
+    pending = [start]
+    while pending:
+        state = pending.pop(0)
+        if id(state) in seen:
+            continue
+        seen[id(state)] = state
+        pending.extend(edge.target for edge in state.edges)
+    return list(seen.values())
+
+
+class _Builder:
+    def __init__(self, spec: PatternSpec) -> None:
+        self.spec = spec
+        self.stages = spec.stages
+        self.count = 0
+        self.stops: dict[str, AutomatonState] = {}
+        self.originals: dict[int, AutomatonState] = {}  # greedy + until: the following state before greedy edits
+
+    def new(self, stage: str, kind: str = NORMAL) -> AutomatonState:
+        self.count += 1
+        return AutomatonState(self.count, stage, kind)
+
+    def build(self) -> AutomatonState:
+        final = self.new("$end", FINAL)
+        sink = final
+        for index in range(len(self.stages) - 1, 0, -1):
+            stage = self.stages[index]
+            if stage.negated == "not_followed_by":
+                if sink is final:  # at the end: the match waits for `within` without a matching event
+                    pending = self.new(stage.name, PENDING)
+                    condition = self.take(stage)
+                    pending.add(PROCEED, self.stop(stage), condition)
+                    pending.add(IGNORE, pending, negate(condition))
+                    sink = pending
+                # elsewhere it becomes PROCEED-to-STOP edges on the states after it (see nots_before)
+            elif stage.negated == "not_next":
+                state = self.new(stage.name)
+                condition = self.take(stage)
+                if sink is final:
+                    state.add(IGNORE, final, negate(condition))
+                else:
+                    state.add(PROCEED, sink, negate(condition))
+                state.add(PROCEED, self.stop(stage), condition)
+                sink = state
+            else:
+                sink = self.convert(index, sink)
+        return self.convert(0, sink)
+
+    # -- conditions
+
+    @staticmethod
+    def take(stage: StageSpec) -> Condition:
+        return where(stage.where, stage.name)
+
+    def ignore(self, stage: StageSpec, contiguity: str) -> Condition | None:
+        if contiguity == "strict":
+            return None
+        return negate(self.take(stage)) if contiguity == "relaxed" else TRUE
+
+    @staticmethod
+    def with_until(condition: Condition | None, stage: StageSpec, is_take: bool) -> Condition | None:
+        if stage.until is None:
+            return condition
+        until = negate(where(stage.until, f"{stage.name} until"))
+        if condition is not None:
+            return both(until, condition)
+        return until if is_take else None
+
+    def stop(self, stage: StageSpec) -> AutomatonState:
+        state = self.stops.get(stage.name)
+        if state is None:
+            state = self.new(stage.name, STOP)
+            state.add(TAKE, state, self.take(stage))
+            self.stops[stage.name] = state
+        return state
+
+    def nots_before(self, index: int) -> list[StageSpec]:
+        """not_followed_by stages that still apply at this stage (only optional stages in between)."""
+        found = []
+        position = index
+        while position > 0 and (
+            self.stages[position - 1].optional or self.stages[position - 1].negated == "not_followed_by"
+        ):
+            position -= 1
+            if self.stages[position].negated == "not_followed_by":
+                found.append(self.stages[position])
+        return found
+
+    # -- states
+
+    def convert(self, index: int, sink: AutomatonState) -> AutomatonState:
+        stage = self.stages[index]
+        if stage.looping:
+            looping = self.looping(index, self.without_nots(index, sink))
+            first = self.times(index, looping, sink, stage.min_times, stage.min_times)
+        elif stage.repeated:
+            assert stage.max_times is not None
+            first = self.times(index, sink, sink, stage.min_times, stage.max_times)
+        else:
+            first = self.singleton(
+                index, sink, sink, self.take(stage), self.ignore(stage, stage.contiguity), stage.optional
+            )
+        self.add_stops(index, first)
+        return first
+
+    def add_stops(self, index: int, state: AutomatonState) -> None:
+        for negation in self.nots_before(index):
+            state.add(PROCEED, self.stop(negation), self.take(negation))
+
+    def add_stop_to_loop(self, index: int, state: AutomatonState) -> None:
+        following = self.stages[index + 1] if index + 1 < len(self.stages) else None
+        if following is not None and following.negated == "not_followed_by":
+            state.add(PROCEED, self.stop(following), self.take(following))
+
+    def times(self, index: int, sink: AutomatonState, proceed: AutomatonState, low: int, high: int) -> AutomatonState:
+        stage = self.stages[index]
+        inner_ignore = self.with_until(self.ignore(stage, stage.inner), stage, False)
+        take = self.with_until(self.take(stage), stage, True)
+        assert take is not None
+        if stage.greedy and low != high:
+            if stage.until is not None:
+                self.originals[id(sink)] = self.copy(sink)
+            self.make_greedy(sink, take)
+        last = sink
+        for _ in range(low, high):
+            last = self.singleton(index, last, proceed, take, inner_ignore, optional=True)
+            self.add_stop_to_loop(index, last)
+        for _ in range(low - 1):
+            last = self.singleton(index, last, None, take, inner_ignore, optional=False)
+            self.add_stop_to_loop(index, last)
+        return self.singleton(index, last, proceed, take, self.ignore(stage, stage.contiguity), stage.optional)
+
+    def singleton(
+        self,
+        index: int,
+        sink: AutomatonState,
+        proceed: AutomatonState | None,
+        take: Condition,
+        ignore: Condition | None,
+        optional: bool,
+    ) -> AutomatonState:
+        stage = self.stages[index]
+        state = self.new(stage.name)
+        target = self.without_nots(index, sink)
+        state.add(TAKE, target, take)
+        if optional:
+            assert proceed is not None
+            if stage.greedy and stage.until is not None:
+                until = where(stage.until, f"{stage.name} until")
+                state.add(PROCEED, self.originals.get(id(proceed), proceed), until)
+                state.add(PROCEED, proceed, negate(until))
+            else:
+                state.add(PROCEED, proceed, TRUE)
+        if ignore is not None:
+            if optional:  # a copy without PROCEED: skipping the optional stage is decided once, at the first event
+                waiting = self.new(stage.name)
+                waiting.add(TAKE, target, take)
+                waiting.add(IGNORE, waiting, ignore)
+                self.add_stops(index, waiting)
+            else:
+                waiting = state
+            state.add(IGNORE, waiting, ignore)
+        return state
+
+    def looping(self, index: int, sink: AutomatonState) -> AutomatonState:
+        stage = self.stages[index]
+        ignore = self.with_until(self.ignore(stage, stage.inner), stage, False)
+        take = self.with_until(self.take(stage), stage, True)
+        assert take is not None
+        state = self.new(stage.name)
+        if stage.greedy:
+            if stage.until is not None:
+                until = where(stage.until, f"{stage.name} until")
+                original = self.copy(sink)
+                state.add(PROCEED, original, until)
+                self.originals[id(sink)] = original
+                state.add(PROCEED, sink, negate(until))
+            else:
+                state.add(PROCEED, sink, TRUE)
+            self.make_greedy(sink, self.take(stage))
+        else:
+            state.add(PROCEED, sink, TRUE)
+        state.add(TAKE, state, take)
+        self.add_stop_to_loop(index, state)
+        if ignore is not None:
+            waiting = self.new(stage.name)
+            waiting.add(TAKE, state, take)
+            waiting.add(IGNORE, waiting, ignore)
+            state.add(IGNORE, waiting, ignore)
+            self.add_stop_to_loop(index, waiting)
+        return state
+
+    @staticmethod
+    def make_greedy(state: AutomatonState, take: Condition) -> None:
+        """The state after a greedy stage may not use an event the greedy stage could take."""
+        for edge in state.edges:
+            edge.condition = both(edge.condition, negate(take))
+
+    def copy(self, state: AutomatonState) -> AutomatonState:
+        duplicate = self.new(state.stage, state.kind)
+        for edge in state.edges:
+            duplicate.add(edge.action, duplicate if edge.target is state else edge.target, edge.condition)
+        return duplicate
+
+    def without_nots(self, index: int, sink: AutomatonState) -> AutomatonState:
+        """After an optional stage takes an event, negations before that stage no longer apply.
+
+        E.g. ``a, not_followed_by b, followed_by c (optional), followed_by d``: ``a c b d`` matches, ``a b d``
+        does not. Copies the following states without their STOP edges for those negations.
+        """
+        negations = {stage.name for stage in self.nots_before(index)}
+        if not negations or not self.stages[index].optional:
+            return sink
+        duplicate = self.new(sink.stage, sink.kind)
+        for edge in sink.edges:
+            if edge.action == PROCEED:
+                if edge.target.kind == STOP:
+                    if edge.target.stage in negations:
+                        continue
+                    duplicate.add(PROCEED, edge.target, edge.condition)
+                else:
+                    duplicate.add(PROCEED, self.without_nots(index, edge.target), edge.condition)
+            else:
+                duplicate.add(edge.action, duplicate if edge.target is sink else edge.target, edge.condition)
+        return duplicate

@@ -1,0 +1,189 @@
+"""Conditions of the automaton and the stage functions that iterative conditions and measures use.
+
+A condition is evaluated in a :class:`Scope`: the current event's fields (read by name) plus the partial
+match it would extend. Stage functions read that match, the current event excluded (as Flink CEP's
+``ctx.getEventsForPattern``): ``first(A)`` / ``last(A)`` give an event (``first(A).amount``), ``count(A)``
+the number of its events, ``sum|avg|min|max(A.amount)`` aggregate a field over them. ``min``/``max`` with any
+other arguments keep their scalar meaning (``max(amount, 10)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+from sparkcep.expr import MISSING, ExpressionError, FunctionRegistry, Node, compile_expression, default_functions
+from sparkcep.expr import ast as expr_ast
+from sparkcep.expr.values import CONTEXT, compare, kind, lookup, to_number
+
+# An event inside the matcher: (sequence number in matching order, time, id, fields)
+Event = tuple[int, int, str, dict[str, Any]]
+# A partial match: the matched events in order, each with its stage name
+Path = tuple[tuple[str, Event], ...]
+
+_EVENT_FUNCTIONS = ("first", "last")
+_AGGREGATES = ("sum", "avg", "min", "max")
+
+
+class Scope:
+    """Resolver for one evaluation: fields of ``fields`` (None for a measure) and the stages of ``path``."""
+
+    __slots__ = ("_stages", "fields", "path")
+
+    def __init__(self, fields: dict[str, Any] | None, path: Path) -> None:
+        self.fields = fields
+        self.path = path
+        self._stages: dict[str, list[Event]] | None = None
+
+    def __call__(self, field_path: tuple[str, ...]) -> object:
+        if self.fields is None:
+            return MISSING
+        if len(field_path) == 1:
+            return self.fields.get(field_path[0], MISSING)
+        return lookup(self.fields, field_path)
+
+    def stage(self, name: str) -> list[Event]:
+        if self._stages is None:
+            stages: dict[str, list[Event]] = {}
+            for stage, event in self.path:
+                stages.setdefault(stage, []).append(event)
+            self._stages = stages
+        return self._stages.get(name, [])
+
+
+class Condition:
+    """A boolean test on a scope; ``text`` is how ``explain`` prints it."""
+
+    __slots__ = ("test", "text")
+
+    def __init__(self, test: Callable[[Scope], bool], text: str) -> None:
+        self.test = test
+        self.text = text
+
+
+TRUE = Condition(lambda scope: True, "true")
+
+
+def where(expression: Any | None, label: str) -> Condition:
+    if expression is None:
+        return TRUE
+    check = expression.test
+    return Condition(check, f"{label}: {expression.text}")
+
+
+def negate(condition: Condition) -> Condition:
+    inner = condition.test
+    return Condition(lambda scope: not inner(scope), f"not ({condition.text})")
+
+
+def both(left: Condition, right: Condition) -> Condition:
+    a, b = left.test, right.test
+    return Condition(lambda scope: a(scope) and b(scope), f"({left.text}) and ({right.text})")
+
+
+def _stage_of(node: Node, function: str, stages: frozenset[str], depth: int) -> str:
+    if isinstance(node, expr_ast.Field) and len(node.path) == depth and node.path[0] in stages:
+        return node.path[0]
+    shape = "A" if depth == 1 else "A.field"
+    raise ExpressionError(f"{function}() takes a stage as {shape} (stages: {', '.join(sorted(stages))})")
+
+
+def _is_stage_aggregate(call: expr_ast.Call, stages: frozenset[str]) -> bool:
+    if call.name in ("min", "max"):
+        only = call.args[0] if len(call.args) == 1 else None
+        return isinstance(only, expr_ast.Field) and len(only.path) == 2 and only.path[0] in stages
+    return call.name in (*_EVENT_FUNCTIONS, "count", "sum", "avg")
+
+
+def stage_references(node: Node, stages: frozenset[str]) -> set[str]:
+    """Stages a condition or measure reads; raises ExpressionError for a stage function used wrongly."""
+    found: set[str] = set()
+    for item in expr_ast.walk(node):
+        if isinstance(item, expr_ast.Call) and _is_stage_aggregate(item, stages):
+            if len(item.args) != 1:
+                raise ExpressionError(f"{item.name}() takes one stage argument, got {len(item.args)}", item.pos)
+            depth = 1 if item.name in (*_EVENT_FUNCTIONS, "count") else 2
+            found.add(_stage_of(item.args[0], item.name, stages, depth))
+    return found
+
+
+def _numbers(function: str, scope: Scope, node: Node) -> list[int | Decimal]:
+    assert isinstance(node, expr_ast.Field)
+    stage, field = node.path[0], node.path[1:]
+    numbers: list[int | Decimal] = []
+    for event in scope.stage(stage):
+        value = lookup(event[3], field)
+        if value is None or value is MISSING:
+            continue  # nulls are skipped, as SQL aggregates do
+        number = to_number(value)
+        if number is None:
+            raise ExpressionError(f"{function}({stage}.{'.'.join(field)}) needs numbers, got {kind(value)}")
+        numbers.append(number)
+    return numbers
+
+
+def pattern_functions(stage_names: tuple[str, ...]) -> FunctionRegistry:
+    """The built-in functions plus the stage functions over ``stage_names``."""
+    stages = frozenset(stage_names)
+    registry = default_functions()
+    builtin_min, builtin_max = registry.get("min"), registry.get("max")
+    assert builtin_min is not None and builtin_max is not None
+    scalar: dict[int, Callable[[Scope], object]] = {}
+    registry_box: list[FunctionRegistry] = []
+
+    def event_function(position: int) -> Callable[[tuple[Node, ...], Any], object]:
+        def call(args: tuple[Node, ...], scope: Scope) -> object:
+            events = scope.stage(_stage_of(args[0], "first" if position == 0 else "last", stages, 1))
+            return events[position][3] if events else None
+
+        return call
+
+    def count(args: tuple[Node, ...], scope: Scope) -> object:
+        return len(scope.stage(_stage_of(args[0], "count", stages, 1)))
+
+    def total(args: tuple[Node, ...], scope: Scope) -> object:
+        _stage_of(args[0], "sum", stages, 2)
+        numbers = _numbers("sum", scope, args[0])
+        return sum(numbers[1:], numbers[0]) if numbers else None
+
+    def average(args: tuple[Node, ...], scope: Scope) -> object:
+        _stage_of(args[0], "avg", stages, 2)
+        numbers = _numbers("avg", scope, args[0])
+        if not numbers:
+            return None
+        return CONTEXT.divide(Decimal(sum(numbers[1:], numbers[0])), Decimal(len(numbers)))
+
+    def extreme(name: str, op: str, fallback: Callable[..., object]) -> Callable[[tuple[Node, ...], Any], object]:
+        def call(args: tuple[Node, ...], scope: Scope) -> object:
+            only = args[0] if len(args) == 1 else None
+            if isinstance(only, expr_ast.Field) and len(only.path) == 2 and only.path[0] in stages:
+                best: object = None
+                for number in _numbers(name, scope, only):
+                    if best is None or compare(op, number, best):
+                        best = number
+                return best
+            # Scalar min/max: evaluate the arguments as ordinary expressions.
+            values = []
+            for arg in args:
+                run = scalar.get(id(arg))
+                if run is None:
+                    run = compile_expression(arg, registry_box[0]).evaluate
+                    scalar[id(arg)] = run
+                values.append(run(scope))
+            return fallback(*values)
+
+        return call
+
+    registry = FunctionRegistry(
+        f for f in (registry.get(n) for n in registry.names()) if f and f.name not in ("min", "max")
+    )
+    registry_box.append(registry)
+    registry.register("first", event_function(0), lazy=True)
+    registry.register("last", event_function(-1), lazy=True)
+    registry.register("count", count, lazy=True)
+    registry.register("sum", total, lazy=True)
+    registry.register("avg", average, lazy=True)
+    registry.register("min", extreme("min", "<", builtin_min.call), max_args=None, lazy=True)
+    registry.register("max", extreme("max", ">", builtin_max.call), max_args=None, lazy=True)
+    return registry

@@ -1,0 +1,227 @@
+"""Running an automaton over one key's events in event-time order.
+
+State per key is plain data (it pickles into the engine's bucket blob):
+``(partials, completed, next_seq)`` where a partial match is ``(state index, path, start time, start seq)``,
+``path`` is the tuple of ``(stage name, event)`` matched so far and an event is
+``(seq, time, id, fields)``. ``seq`` numbers events in matching order, so comparing seqs compares
+(time, id). The start partial match (no events yet) has start ``(_NEVER, _NEVER)`` and is always present.
+
+Per event at time ``t`` (Flink CEP's order): first :meth:`Matcher.advance` to ``t`` (partial matches whose
+first event is ``within`` or more before ``t`` time out), then :meth:`Matcher.process`. Conditions may raise
+(e.g. comparing text with a number); the caller decides what a failing pattern means.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sparkcep.cep.compiler import FINAL, IGNORE, PENDING, PROCEED, STOP, TAKE, Automaton, AutomatonState
+from sparkcep.cep.conditions import Event, Path, Scope
+
+_NEVER = 1 << 62
+Partial = tuple[int, Path, int, int]
+Found = tuple[Partial, int]  # a match and the time it was found
+NfaState = tuple[list[Partial], list[Found], int]
+
+
+@dataclass(frozen=True)
+class Result:
+    """A match (``timed_out`` False) or a timed-out partial match, found at ``time``."""
+
+    timed_out: bool
+    time: int
+    path: Path
+
+    def stages(self) -> dict[str, list[str]]:
+        grouped: dict[str, list[str]] = {}
+        for stage, event in self.path:
+            grouped.setdefault(stage, []).append(event[2])
+        return grouped
+
+
+def _order(partial: Partial) -> tuple[int, int, tuple[int, ...]]:
+    return partial[2], partial[3], tuple(event[0] for _, event in partial[1])
+
+
+class Matcher:
+    """Stateless runner of one automaton; all per-key data is in the NfaState passed in and returned."""
+
+    def __init__(self, automaton: Automaton) -> None:
+        self.automaton = automaton
+        self.states = automaton.states
+        self.within = automaton.spec.within_ms
+        self.skip = automaton.spec.skip
+        self.start: Partial = (automaton.start, (), _NEVER, _NEVER)
+
+    def initial(self) -> NfaState:
+        return ([self.start], [], 0)
+
+    @staticmethod
+    def is_idle(state: NfaState) -> bool:
+        """Nothing but the start of a match is left: nothing to keep for this key."""
+        return not state[1] and all(partial[3] == _NEVER for partial in state[0])
+
+    @staticmethod
+    def without_start(state: NfaState) -> NfaState:
+        """The same partial matches, but no new match can start (a replaced version finishing its matches)."""
+        return [p for p in state[0] if p[3] != _NEVER], state[1], state[2]
+
+    def next_timeout(self, state: NfaState) -> int | None:
+        """Earliest time at which a partial match runs out of ``within`` (None: never)."""
+        if self.within is None:
+            return None
+        # A completed match waiting for an earlier partial match needs no wake-up of its own: it is released
+        # when that partial match completes or times out.
+        starts = [partial[2] for partial in state[0] if partial[2] != _NEVER]
+        return min(starts) + self.within if starts else None
+
+    # -- time
+
+    def advance(self, state: NfaState, time: int, out: list[Result]) -> NfaState:
+        partials, completed, seq = state
+        if self.within is None:
+            return state
+        limit = time - self.within
+        if not any(partial[2] <= limit for partial in partials):
+            return state
+        kept: list[Partial] = []
+        matches: list[Found] = []
+        for partial in partials:
+            if partial[2] != _NEVER and partial[2] <= limit:
+                if self.states[partial[0]].kind == PENDING:
+                    # not_followed_by at the end: nothing came within the window
+                    matches.append((partial, partial[2] + self.within))
+                else:
+                    out.append(Result(True, partial[2] + self.within, partial[1]))
+            else:
+                kept.append(partial)
+        if matches or completed:
+            completed = list(completed)
+            self._emit(kept, completed, matches, out)
+        return kept, completed, seq
+
+    def advance_through(self, state: NfaState, time: int, out: list[Result]) -> NfaState:
+        """Advance to every timeout up to ``time`` in turn, then to ``time`` (what timers do in the engine).
+
+        Stepping matters with a skip strategy: a match waiting for an earlier partial match is released when
+        that one times out, and prunes others before they time out themselves.
+        """
+        due = self.next_timeout(state)
+        while due is not None and due < time:
+            state = self.advance(state, due, out)
+            due = self.next_timeout(state)
+        return self.advance(state, time, out)
+
+    # -- events
+
+    def process(self, state: NfaState, time: int, event_id: str, fields: dict[str, Any], out: list[Result]) -> NfaState:
+        partials, completed, seq = state
+        event: Event = (seq, time, event_id, fields)
+        kept: list[Partial] = []
+        matches: list[Found] = []
+        for partial in partials:
+            reached = self._next(partial, event)
+            stopped = False
+            retained = []
+            for new in reached:
+                kind = self.states[new[0]].kind
+                if kind == FINAL:
+                    matches.append((new, time))
+                elif kind == STOP:
+                    stopped = True
+                else:
+                    retained.append(new)
+            if not stopped:
+                kept.extend(retained)
+        kept.sort(key=_order)
+        if matches or completed:
+            completed = list(completed)
+            self._emit(kept, completed, matches, out)
+        return kept, completed, seq + 1
+
+    def _next(self, partial: Partial, event: Event) -> list[Partial]:
+        index, path, start_time, start_seq = partial
+        scope = Scope(event[3], path)
+        edges = []
+        pending = [self.states[index]]
+        while pending:
+            current = pending.pop()
+            for edge in current.edges:
+                if edge.condition.test(scope):
+                    if edge.action == PROCEED:
+                        pending.append(edge.target)
+                    else:
+                        edges.append((current, edge))
+        is_start = start_seq == _NEVER
+        reached: list[Partial] = []
+        for source, edge in edges:
+            if edge.action == IGNORE:
+                if not is_start:
+                    reached.append((edge.target.index, path, start_time, start_seq))
+            elif edge.action == TAKE:
+                grown = (*path, (source.stage, event))
+                begins = (event[1], event[0]) if is_start else (start_time, start_seq)
+                reached.append((edge.target.index, grown, *begins))
+                final = self._final_after(edge.target, scope)
+                if final is not None:
+                    reached.append((final.index, grown, *begins))
+        if is_start:
+            reached.append(self.start)
+        return reached
+
+    @staticmethod
+    def _final_after(state: AutomatonState, scope: Scope) -> AutomatonState | None:
+        """A FINAL state reachable by PROCEED alone (the rest of the pattern may match nothing)."""
+        pending = [state]
+        while pending:
+            current = pending.pop()
+            for edge in current.edges:
+                if edge.action == PROCEED and edge.condition.test(scope):
+                    if edge.target.kind == FINAL:
+                        return edge.target
+                    pending.append(edge.target)
+        return None
+
+    # -- after-match skip
+
+    def _emit(self, partials: list[Partial], completed: list[Found], matches: list[Found], out: list[Result]) -> None:
+        matches.sort(key=lambda found: _order(found[0]))
+        if self.skip.strategy == "NO_SKIP":
+            out.extend(Result(False, at, match[1]) for match, at in matches)
+            return
+        # With a skip strategy, a match waits until no partial match that started earlier is alive (a
+        # longer match from an earlier start comes first), then prunes what its strategy skips.
+        completed.extend(matches)
+        completed.sort(key=lambda found: _order(found[0]))
+        while completed:
+            earliest = min((p for p in partials if p[3] != _NEVER), key=_order, default=None)
+            match, at = completed[0]
+            if earliest is not None and (match[2], match[3]) > (earliest[2], earliest[3]):
+                break
+            completed.pop(0)
+            bound = self._pruning_seq(match)
+            if bound is not None:
+                inclusive = self.skip.strategy in ("SKIP_TO_NEXT", "SKIP_PAST_LAST_EVENT")
+                partials[:] = [p for p in partials if not _pruned(p, bound, inclusive)]
+                completed[:] = [f for f in completed if not _pruned(f[0], bound, inclusive)]
+            out.append(Result(False, at, match[1]))
+
+    def _pruning_seq(self, match: Partial) -> int | None:
+        seqs = [event[0] for _, event in match[1]]
+        strategy = self.skip.strategy
+        if strategy == "SKIP_TO_NEXT":
+            return min(seqs)
+        if strategy == "SKIP_PAST_LAST_EVENT":
+            return max(seqs)
+        in_stage = [event[0] for stage, event in match[1] if stage == self.skip.stage]
+        if not in_stage:
+            return None
+        return min(in_stage) if strategy == "SKIP_TO_FIRST" else max(in_stage)
+
+
+def _pruned(partial: Partial, bound: int, inclusive: bool) -> bool:
+    start = partial[3]
+    if start == _NEVER:
+        return False
+    return start <= bound if inclusive else start < bound

@@ -1,0 +1,223 @@
+"""Pattern processors in the engine: all versions of one processor id, one automaton per version.
+
+State per key: ``(timer, version index, nfa state, finishing, key values, last event)``. ``finishing`` holds earlier
+versions' partial matches that run to completion under ``on_new_version: finish`` (they start nothing new).
+The timer is the earliest of: a partial match running out of ``within``, and the next version's
+``effective_from`` (so a replaced or deleted version's partial matches go at that event time, even for a key
+that sends nothing more).
+
+At time ``t`` (event or timer) the order is: time out what ``t`` ends, then switch to the version in effect
+at ``t``, then match the event. A key with nothing but the start of a match left is forgotten.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+from sparkcep.cep import Matcher, Result, compile_matcher
+from sparkcep.cep.conditions import Scope
+from sparkcep.core.logic import SKIP, Record, RuleLogic, State
+from sparkcep.expr import Expression, compile_expression
+from sparkcep.ids import output_id
+from sparkcep.rules.aggregate import format_decimal
+from sparkcep.rules.pattern import PatternRule
+from sparkcep.timeutil import format_duration, format_iso
+
+_NO_EVENTS: tuple[()] = ()
+
+
+class PatternLogic(RuleLogic):
+    """Versions of one pattern processor that use the key fields ``key``."""
+
+    def __init__(self, versions: list[PatternRule], key: tuple[str, ...]) -> None:
+        ordered = sorted(versions, key=lambda v: (v.effective_from_ms, v.version))
+        types: set[str] = set()
+        for version in ordered:
+            if version.key == key:
+                types.update(version.event_types or ("*",))
+        super().__init__(ordered[0].id, key, tuple(sorted(types)))
+        self.versions = ordered
+        self._starts = [v.effective_from_ms for v in ordered]
+        # A version that is ours and ACTIVE gets a matcher; PAUSE, DELETE and other keyings get None.
+        self._matchers: list[Matcher | None] = [
+            compile_matcher(v.pattern) if v.state == "ACTIVE" and v.key == key else None for v in ordered
+        ]
+        self._measures: list[dict[str, Expression]] = [
+            {name: compile_expression(text, m.automaton.spec.functions) for name, text in v.output.measures.items()}
+            if m is not None
+            else {}
+            for v, m in zip(ordered, self._matchers, strict=True)
+        ]
+
+    def version_at(self, time: int) -> int:
+        return bisect.bisect_right(self._starts, time) - 1
+
+    def extract(self, event_type: str, obj: dict[str, Any], time: int) -> object:
+        index = self.version_at(time)
+        if index < 0 or self._matchers[index] is None:
+            return SKIP
+        scope = self.versions[index].event_types
+        if scope is not None and event_type not in scope:
+            return SKIP
+        return (obj, tuple(obj.get(field) for field in self.key_fields))
+
+    # -- handlers
+
+    def on_event(
+        self,
+        state: State | None,
+        time: int,
+        event_id: str,
+        event_type: str,
+        value: Any,
+        key: str,
+        out: list[Record],
+    ) -> State | None:
+        fields, key_values = value
+        if state is not None and state[5] == (time, event_id):
+            return state  # a redelivered copy (same id and time: next in matching order) is matched once
+        index, nfa, finishing = self._catch_up(state, time, key, key_values, out)
+        matcher = self._matchers[index]
+        assert matcher is not None  # extract() skips events when no matcher is in effect
+        found: list[Result] = []
+        if nfa is None:
+            nfa = matcher.initial()
+        nfa = matcher.process(nfa, time, event_id, fields, found)
+        self._report(index, found, key, key_values, out)
+        kept = self._step_finishing(
+            finishing, lambda m, s, f: m.process(s, time, event_id, fields, f), key, key_values, out
+        )
+        return self._pack(time, index, nfa, tuple(kept), key_values, (time, event_id))
+
+    def on_timer(self, state: State, time: int, key: str, out: list[Record]) -> State | None:
+        key_values = state[4]
+        index, nfa, finishing = self._catch_up(state, time, key, key_values, out)
+        return self._pack(time, index, nfa, finishing, key_values, state[5], from_timer=True)
+
+    # -- internals
+
+    def _catch_up(
+        self, state: State | None, time: int, key: str, key_values: tuple[Any, ...], out: list[Record]
+    ) -> tuple[int, Any, tuple[tuple[int, Any], ...]]:
+        """Time out what ``time`` ends, then switch to the version in effect at ``time``."""
+        now = self.version_at(time)
+        if state is None:
+            return now, None, ()
+        _, index, nfa, finishing, _, _ = state
+        matcher = self._matchers[index]
+        if matcher is not None and nfa is not None:
+            found: list[Result] = []
+            nfa = matcher.advance(nfa, time, found)
+            self._report(index, found, key, key_values, out)
+        kept = self._step_finishing(finishing, lambda m, s, f: m.advance(s, time, f), key, key_values, out)
+        if now != index:
+            newer = self.versions[now]
+            if newer.state == "DELETE" or newer.key != self.key_fields:
+                kept = []
+            elif newer.on_new_version == "finish" and matcher is not None and nfa is not None:
+                carried = Matcher.without_start(nfa)
+                if not matcher.is_idle(carried):
+                    kept.append((index, carried))
+            nfa = None  # the new version starts with no partial matches
+        return now, nfa, tuple(kept)
+
+    def _step_finishing(
+        self,
+        finishing: tuple[tuple[int, Any], ...],
+        step: Callable[[Matcher, Any, list[Result]], Any],
+        key: str,
+        key_values: tuple[Any, ...],
+        out: list[Record],
+    ) -> list[tuple[int, Any]]:
+        """Run ``step`` on every finishing version's partial matches; keep those with matches left."""
+        kept = []
+        for old, partials in finishing:
+            matcher = self._matchers[old]
+            assert matcher is not None
+            found: list[Result] = []
+            updated = step(matcher, partials, found)
+            self._report(old, found, key, key_values, out)
+            if not matcher.is_idle(updated):
+                kept.append((old, updated))
+        return kept
+
+    def _pack(
+        self,
+        time: int,
+        index: int,
+        nfa: Any,
+        finishing: tuple[tuple[int, Any], ...],
+        key_values: tuple[Any, ...],
+        last: tuple[int, str],
+        from_timer: bool = False,
+    ) -> State | None:
+        matcher = self._matchers[index]
+        if nfa is not None and (matcher is None or matcher.is_idle(nfa)):
+            nfa = None
+        if nfa is None and not finishing:
+            # Keep the last event until a timer at its own time (timers run after every event at that time),
+            # so redelivered copies of it are still recognised, then forget the key.
+            return (time, index, None, (), key_values, last) if last[0] == time and not from_timer else None
+        wakeups = []
+        if nfa is not None and matcher is not None:
+            wakeups.append(matcher.next_timeout(nfa))
+        for old, partials in finishing:
+            old_matcher = self._matchers[old]
+            assert old_matcher is not None
+            wakeups.append(old_matcher.next_timeout(partials))
+        if index + 1 < len(self._starts) and self._starts[index + 1] > time:
+            wakeups.append(self._starts[index + 1])
+        due = [w for w in wakeups if w is not None]
+        return (min(due) if due else None, index, nfa, finishing, key_values, last)
+
+    def _report(
+        self, index: int, found: list[Result], key: str, key_values: tuple[Any, ...], out: list[Record]
+    ) -> None:
+        if not found:
+            return
+        version = self.versions[index]
+        for result in found:
+            if result.timed_out:
+                if version.output.timeout_event_type is not None:
+                    out.append(self._record(version, index, result, version.output.timeout_event_type, key, key_values))
+            else:
+                out.append(self._record(version, index, result, version.match_event, key, key_values))
+
+    def _record(
+        self, version: PatternRule, index: int, result: Result, event_type: str, key: str, key_values: tuple[Any, ...]
+    ) -> Record:
+        path = result.path
+        ids = [event[2] for _, event in path]
+        stages: dict[str, list[dict[str, str]]] = {}
+        for stage, event in path:
+            stages.setdefault(stage, []).append({"event_id": event[2], "occurred_at": format_iso(event[1])})
+        record: Record = {
+            "event_type": event_type,
+            "event_id": output_id(self.rule_id, event_type, key, result.time, *ids),
+            "occurred_at": format_iso(result.time),
+            "rule_id": self.rule_id,
+            "pattern_version": version.version,
+            "key": dict(zip(self.key_fields, key_values, strict=True)),
+            "stages": stages,
+            "first_event_at": format_iso(path[0][1][1]) if path else None,
+            "last_event_at": format_iso(path[-1][1][1]) if path else None,
+        }
+        if result.timed_out:
+            matcher = self._matchers[index]
+            assert matcher is not None and matcher.within is not None
+            record["timed_out"] = True
+            record["within"] = format_duration(matcher.within)
+        else:
+            scope = Scope(None, path)
+            record["measures"] = {name: _plain(m.evaluate(scope)) for name, m in self._measures[index].items()}
+        return record
+
+
+def _plain(value: object) -> object:
+    """Measures as JSON: exact decimals as canonical text (no float rounding), events as their fields."""
+    if isinstance(value, Decimal):
+        return format_decimal(value)
+    return value
