@@ -221,11 +221,11 @@ def test_import_demo_form_then_again_is_a_no_op(store: RuleStore, tmp_path: Path
         ),
         (
             lambda s: s.update("order-fulfilment", {"deadline": "1d"}),
-            "rule 'order-fulfilment', field 'type': expected an aggregate rule (only they have versions), "
+            "rule 'order-fulfilment', field 'type': expected an aggregate or pattern rule (only they have versions), "
             "got 'completion'",
         ),
-        (lambda s: s.pause("order-fulfilment"), "field 'type': expected an aggregate rule"),
-        (lambda s: s.delete("order-fulfilment"), "field 'type': expected an aggregate rule"),
+        (lambda s: s.pause("order-fulfilment"), "field 'type': expected an aggregate or pattern rule"),
+        (lambda s: s.delete("order-fulfilment"), "field 'type': expected an aggregate or pattern rule"),
         (lambda s: s.add(COMPLETION_RULE), "field 'id': expected an id not yet in the store"),
     ],
 )
@@ -342,7 +342,7 @@ def test_cli(spec: str, tmp_path: Path) -> None:
     assert "deleted big-transfers version 5 DELETE" in run("delete", "big-transfers", "--author", "cy")
     assert "big-transfers" not in run("list")
     error = run("update", "order-fulfilment", '{"deadline": "1d"}', code=1)
-    assert "Error: rule 'order-fulfilment', field 'type': expected an aggregate rule" in error
+    assert "Error: rule 'order-fulfilment', field 'type': expected an aggregate or pattern rule" in error
     assert "field 'limit'" in run("update", "big-transfers", '{"limit": "lots"}', code=1)
     assert "valid JSON" in run("add", "{oops", code=1)
     assert "expected a rule id in the store" in run("history", "nope", code=1)
@@ -395,3 +395,40 @@ def test_control_rules_of_the_demo_act_on_every_aggregate_rule(tmp_path: Path, s
     assert store.current() == []
     with pytest.raises(RuleError, match="field 'controlType'"):
         store.control("REBOOT")
+
+
+PATTERN = {
+    "type": "pattern",
+    "id": "a-then-b",
+    "key": ["card"],
+    "pattern": {
+        "stages": [
+            {"name": "a", "where": "kind = 'a'"},
+            {"name": "b", "contiguity": "followed_by", "where": "kind = 'b'"},
+        ],
+        "within": "10m",
+    },
+}
+
+
+def test_pattern_processors_live_in_the_store_with_versions(store: RuleStore) -> None:
+    store.add(BIG)
+    assert store.add(PATTERN).version == 1
+    changed = {"pattern": {**PATTERN["pattern"], "within": "1h"}, "on_new_version": "finish"}
+    second = store.update("a-then-b", changed)
+    assert (second.version, second.rule["pattern"]["within"], second.rule["on_new_version"]) == (2, "1h", "finish")
+    assert store.pause("a-then-b").state == "PAUSE"
+    store.assign_effective_from("a-then-b", 1, T0)
+    store.assign_effective_from("a-then-b", 2, T0 + 1000)
+    assert store.delete("a-then-b").state == "DELETE"
+    versions = [r for r in store.rule_set().rules if r.id == "a-then-b"]
+    assert [(r.version, r.state, r.effective_from_ms) for r in versions] == [
+        (1, "ACTIVE", T0),
+        (2, "ACTIVE", T0 + 1000),
+        (3, "PAUSE", T0 + 1000),  # not assigned yet: the earliest consistent time
+        (4, "DELETE", T0 + 1000),
+    ]
+    with pytest.raises(RuleError, match="field 'type': expected a pattern rule"):
+        store.update("a-then-b", {**BIG, "id": "a-then-b"})
+    with pytest.raises(RuleError, match=r"stage 'b' \(stages\[1\]\), contiguity"):
+        store.update("a-then-b", {"pattern": {"stages": [{"name": "a"}, {"name": "b", "contiguity": "soon"}]}})

@@ -13,7 +13,7 @@ from typing import Any
 
 from sparkcep.errors import RuleError
 from sparkcep.rules.model import InputSpec, RuleSet, parse_rules
-from sparkcep.store.records import Snapshot, StoredVersion
+from sparkcep.store.records import VERSIONED_TYPES, Snapshot, StoredVersion
 
 # Set by the store for every version, so they are not part of what a rule "is".
 META_FIELDS = ("version", "state", "effective_from")
@@ -35,7 +35,7 @@ class Entry:
         return str(self.rule["id"])
 
     def effective_from_ms(self) -> int | None:
-        if self.pending or self.rule.get("type") != "aggregate":
+        if self.pending or self.rule.get("type") not in VERSIONED_TYPES:
             return None
         return int(self.rule["effective_from"])
 
@@ -76,13 +76,13 @@ def latest_by_id(versions: Iterable[StoredVersion]) -> dict[str, StoredVersion]:
     return latest
 
 
-def latest_aggregate(snapshot: Snapshot, rule_id: str) -> StoredVersion:
-    """The latest version of ``rule_id``, which must be an aggregate rule (only they get new versions)."""
+def latest_versioned(snapshot: Snapshot, rule_id: str) -> StoredVersion:
+    """The latest version of ``rule_id``, which must be an aggregate or pattern rule (only they get versions)."""
     latest = latest_by_id(snapshot.versions).get(rule_id)
     if latest is None:
         raise RuleError(rule_id, "id", "a rule id in the store (use 'add' for a new rule)", rule_id)
-    if latest.rule_type != "aggregate":
-        raise RuleError(rule_id, "type", "an aggregate rule (only they have versions)", latest.rule_type)
+    if latest.rule_type not in VERSIONED_TYPES:
+        raise RuleError(rule_id, "type", "an aggregate or pattern rule (only they have versions)", latest.rule_type)
     return latest
 
 
@@ -115,9 +115,12 @@ def plan_versions(
             if new_ids_only and previous.seq <= snapshot.head:
                 expected = "an id not yet in the store (use 'update' for a new version)"
                 raise RuleError(entry.rule_id, "id", expected, entry.rule_id)
-            if previous.rule_type != "aggregate" or entry.rule["type"] != "aggregate":
-                got = previous.rule_type if previous.rule_type != "aggregate" else entry.rule["type"]
-                raise RuleError(entry.rule_id, "type", "an aggregate rule (only they have versions)", got)
+            if previous.rule_type not in VERSIONED_TYPES or entry.rule["type"] != previous.rule_type:
+                got = entry.rule["type"]
+                expected = (
+                    f"a {previous.rule_type} rule like its earlier versions (aggregate and pattern rules have versions)"
+                )
+                raise RuleError(entry.rule_id, "type", expected, got)
             version = previous.version + 1
         if check_versions and entry.given_version is not None and entry.given_version != version:
             raise RuleError(entry.rule_id, "version", f"{version} (the store numbers versions)", entry.given_version)
@@ -167,7 +170,7 @@ def filled_rules(versions: Iterable[StoredVersion]) -> list[dict[str, Any]]:
     rules: list[dict[str, Any]] = []
     for version in versions:
         rule = dict(version.rule)
-        if version.rule_type == "aggregate":
+        if version.rule_type in VERSIONED_TYPES:
             lower = floor.get(version.rule_id, 0)
             effective = lower if version.effective_from_ms is None else version.effective_from_ms
             floor[version.rule_id] = max(lower, effective)
@@ -200,7 +203,10 @@ def transition(latest: StoredVersion, state: str) -> Entry:
     allowed, expected = _TRANSITIONS[state]
     if latest.state not in allowed:
         raise RuleError(latest.rule_id, "state", expected, latest.state)
-    return Entry({**latest.rule, "state": state, "clear_state": False}, pending=True, given_version=None)
+    rule = {**latest.rule, "state": state}
+    if latest.rule_type == "aggregate":
+        rule["clear_state"] = False
+    return Entry(rule, pending=True, given_version=None)
 
 
 def merged_update(latest: StoredVersion, changes: dict[str, Any]) -> dict[str, Any]:
@@ -210,7 +216,9 @@ def merged_update(latest: StoredVersion, changes: dict[str, Any]) -> dict[str, A
     if changes.get("id", latest.rule_id) != latest.rule_id:
         raise RuleError(latest.rule_id, "id", f"{latest.rule_id!r} (ids cannot be changed)", changes["id"])
     # A new version starts ACTIVE and waits for the job's next batch unless the changes say otherwise.
-    base = {} if "type" in changes else {**definition(latest.rule), "clear_state": False}
+    base = {} if "type" in changes else definition(latest.rule)
+    if not changes.get("type") and latest.rule_type == "aggregate":
+        base["clear_state"] = False
     return {**base, **changes, "id": latest.rule_id}
 
 
