@@ -170,6 +170,20 @@ def test_delete_drops_partial_matches_and_state_and_pause_stops_matching() -> No
     assert [(r["pattern_version"], r["stages"]["a"][0]["event_id"]) for r in run(paused, lines).outputs] == [(3, "e3")]
 
 
+def test_a_version_learned_late_still_takes_effect_at_its_own_event_time() -> None:
+    # Live, a job hears of a new version after it has set timers under the old one; a replay knows it from the
+    # start. The partial match of e1 would time out at 00:10, but the processor was deleted at 00:02.
+    rule = processor(A_THEN_B, output={"event_type": "AB", "timeout_event_type": "NO_B"})
+    live = LocalRunner(Program(ruleset(rule)), DELAY)
+    live.run([[pay(T0, "e1", "a"), pay(T0 + 11 * MINUTE, "x1", "x")]], finish=False)  # e1 in, with its timer
+    deleted = [rule, {**rule, "version": 2, "state": "DELETE", "effective_from": T0 + 2 * MINUTE}]
+    later = LocalRunner(Program(ruleset(*deleted)), DELAY)
+    later.snapshots, later.watermark = live.snapshots, live.watermark
+    # (The deleted processor accepts nothing more, so the second batch is what moves its timer past 00:02.)
+    result = later.run([[pay(T0 + 30 * MINUTE, "x2", "x", card="c2")], [pay(T0 + 31 * MINUTE, "x3", "x")]])
+    assert (result.outputs, result.errors, later.snapshots) == ([], [], {})
+
+
 # -- isolation
 
 
@@ -297,3 +311,23 @@ def test_any_arrival_order_and_batch_split_gives_the_matches_of_a_one_go_run(
         for r in result.outputs
     )  # fmt: skip
     assert got == reference(pattern, lines)
+
+
+def test_the_builder_writes_the_same_json_as_a_hand_written_pattern() -> None:
+    from sparkcep.cep import PatternError
+    from sparkcep.cep.builder import Pattern
+
+    built = (
+        Pattern.begin("a").where("kind = 'a'")
+        .followed_by("b").where("kind = 'b'").where("amount > first(a).amount")
+        .within("10m")
+    )  # fmt: skip
+    second = {**A_THEN_B["stages"][1], "where": "(kind = 'b') and (amount > first(a).amount)"}
+    expected = {**A_THEN_B, "stages": [A_THEN_B["stages"][0], second]}
+    assert built.to_json() == expected
+    looping = Pattern.begin("a").one_or_more().greedy().consecutive().until("kind = 'z'").skip("SKIP_TO_LAST", "a")
+    assert looping.to_json()["stages"] == [
+        {"name": "a", "one_or_more": True, "greedy": True, "consecutive": True, "until": "kind = 'z'"}
+    ]
+    with pytest.raises(PatternError, match="stage 'b'"):
+        Pattern.begin("a").next("b").times(0).to_json()

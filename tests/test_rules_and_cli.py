@@ -26,7 +26,10 @@ ROOT = Path(__file__).resolve().parents[1]
         ({"deadline": "soon"}, "rule 'order-fulfilment', field 'deadline': expected a duration such as '30m'"),
         ({"deadline": "0s"}, "field 'deadline': expected a positive duration, got '0s'"),
         ({"count_field": None}, "field 'count_field'"),
-        ({"type": "sequence"}, "field 'type': expected type 'completion', 'inactivity', 'aggregate' or 'pattern', got 'sequence'"),
+        (
+            {"type": "sequence"},
+            "field 'type': expected type 'completion', 'inactivity', 'aggregate' or 'pattern', got 'sequence'",
+        ),
         ({"step_event": "ORDER_CREATED"}, "field 'step_event': expected an event type different from start_event"),
         ({"completed_event": "_late"}, "field 'output event': expected a name of letters"),
         ({"surprise": 1}, "field 'surprise'"),

@@ -81,7 +81,11 @@ class PatternLogic(RuleLogic):
             return state  # a redelivered copy (same id and time: next in matching order) is matched once
         index, nfa, finishing = self._catch_up(state, time, key, key_values, out)
         matcher = self._matchers[index]
-        assert matcher is not None  # extract() skips events when no matcher is in effect
+        scope = self.versions[index].event_types
+        if matcher is None or (scope is not None and event_type not in scope):
+            # Decoded under an earlier rule log (buffered across a rule change): the version in effect now
+            # does not take it.
+            return self._pack(time, index, nfa, finishing, key_values, (time, event_id))
         found: list[Result] = []
         if nfa is None:
             nfa = matcher.initial()
@@ -102,27 +106,56 @@ class PatternLogic(RuleLogic):
     def _catch_up(
         self, state: State | None, time: int, key: str, key_values: tuple[Any, ...], out: list[Record]
     ) -> tuple[int, Any, tuple[tuple[int, Any], ...]]:
-        """Time out what ``time`` ends, then switch to the version in effect at ``time``."""
+        """Bring a key's state to ``time``: every version switch at its own event time, timeouts in between."""
         now = self.version_at(time)
         if state is None:
             return now, None, ()
         _, index, nfa, finishing, _, _ = state
+        kept = list(finishing)
+        # A version recorded after this state was written may have taken effect before ``time`` (a live run
+        # learns of a version later than a replay does, and both must agree): time out what ends before its
+        # effective time, then switch, so nothing of a replaced version outlives it.
+        for later in range(index + 1, now + 1):
+            at = self._starts[later]
+            if self.version_at(at) != later:
+                continue  # superseded by a version with the same effective time
+            nfa, kept = self._advance(index, nfa, kept, at, key, key_values, out)
+            nfa, kept = self._switch(index, later, nfa, kept)
+            index = later
+        nfa, kept = self._advance(index, nfa, kept, time, key, key_values, out)
+        return index, nfa, tuple(kept)
+
+    def _advance(
+        self,
+        index: int,
+        nfa: Any,
+        finishing: list[tuple[int, Any]],
+        time: int,
+        key: str,
+        key_values: tuple[Any, ...],
+        out: list[Record],
+    ) -> tuple[Any, list[tuple[int, Any]]]:
         matcher = self._matchers[index]
         if matcher is not None and nfa is not None:
             found: list[Result] = []
-            nfa = matcher.advance(nfa, time, found)
+            nfa = matcher.advance_through(nfa, time, found)
             self._report(index, found, key, key_values, out)
-        kept = self._step_finishing(finishing, lambda m, s, f: m.advance(s, time, f), key, key_values, out)
-        if now != index:
-            newer = self.versions[now]
-            if newer.state == "DELETE" or newer.key != self.key_fields:
-                kept = []
-            elif newer.on_new_version == "finish" and matcher is not None and nfa is not None:
-                carried = Matcher.without_start(nfa)
-                if not matcher.is_idle(carried):
-                    kept.append((index, carried))
-            nfa = None  # the new version starts with no partial matches
-        return now, nfa, tuple(kept)
+        step: Callable[[Matcher, Any, list[Result]], Any] = lambda m, s, f: m.advance_through(s, time, f)  # noqa: E731
+        return nfa, self._step_finishing(tuple(finishing), step, key, key_values, out)
+
+    def _switch(
+        self, old: int, new: int, nfa: Any, finishing: list[tuple[int, Any]]
+    ) -> tuple[None, list[tuple[int, Any]]]:
+        """The version ``new`` takes effect: it starts with no partial matches of its own."""
+        newer = self.versions[new]
+        if newer.state == "DELETE" or newer.key != self.key_fields:
+            return None, []
+        matcher = self._matchers[old]
+        if newer.on_new_version == "finish" and matcher is not None and nfa is not None:
+            carried = Matcher.without_start(nfa)
+            if not matcher.is_idle(carried):
+                finishing = [*finishing, (old, carried)]
+        return None, finishing
 
     def _step_finishing(
         self,
