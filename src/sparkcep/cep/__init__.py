@@ -17,9 +17,9 @@ from sparkcep.cep.spec import PatternError, PatternSpec, parse_pattern
 __all__ = ["Matcher", "PatternError", "PatternSpec", "Result", "compile_matcher", "parse_pattern", "run_pattern"]
 
 
-def compile_matcher(raw: object) -> Matcher:
+def compile_matcher(raw: object, type_field: str | None = "event_type") -> Matcher:
     """Validate pattern JSON and build its matcher; raises PatternError."""
-    automaton: Automaton = compile_automaton(parse_pattern(raw))
+    automaton: Automaton = compile_automaton(parse_pattern(raw), type_field)
     return Matcher(automaton)
 
 

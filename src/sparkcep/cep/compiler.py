@@ -49,16 +49,18 @@ class Automaton:
     states: tuple[AutomatonState, ...]
     start: int
     spec: PatternSpec
+    type_field: str | None = None
 
 
-def compile_automaton(spec: PatternSpec) -> Automaton:
-    builder = _Builder(spec)
+def compile_automaton(spec: PatternSpec, type_field: str | None = "event_type") -> Automaton:
+    """``type_field`` names the event-type field, which lets conditions on it skip other events early."""
+    builder = _Builder(spec, type_field)
     start = builder.build()
     reachable = _reachable(start)
     # Renumber the reachable states so indexes in saved partial matches are stable for a given pattern.
     for number, state in enumerate(reachable):
         state.index = number
-    return Automaton(tuple(reachable), start.index, spec)
+    return Automaton(tuple(reachable), start.index, spec, type_field)
 
 
 def _reachable(start: AutomatonState) -> list[AutomatonState]:
@@ -74,8 +76,9 @@ def _reachable(start: AutomatonState) -> list[AutomatonState]:
 
 
 class _Builder:
-    def __init__(self, spec: PatternSpec) -> None:
+    def __init__(self, spec: PatternSpec, type_field: str | None) -> None:
         self.spec = spec
+        self.type_field = type_field
         self.stages = spec.stages
         self.count = 0
         self.stops: dict[str, AutomatonState] = {}
@@ -113,9 +116,8 @@ class _Builder:
 
     # -- conditions
 
-    @staticmethod
-    def take(stage: StageSpec) -> Condition:
-        return where(stage.where, stage.name)
+    def take(self, stage: StageSpec) -> Condition:
+        return where(stage.where, stage.name, self.type_field)
 
     def ignore(self, stage: StageSpec, contiguity: str) -> Condition | None:
         if contiguity == "strict":

@@ -53,23 +53,60 @@ class Scope:
 
 
 class Condition:
-    """A boolean test on a scope; ``text`` is how ``explain`` prints it."""
+    """A boolean test on a scope; ``text`` is how ``explain`` prints it.
 
-    __slots__ = ("test", "text")
+    ``types`` is the set of event types the condition can hold for (None: any), known when it requires
+    ``type_field = 'X'`` or ``type_field in (...)``: an event of another type fails without evaluating the rest,
+    which is most events for most patterns.
+    """
 
-    def __init__(self, test: Callable[[Scope], bool], text: str) -> None:
+    __slots__ = ("test", "text", "types")
+
+    def __init__(self, test: Callable[[Scope], bool], text: str, types: frozenset[str] | None = None) -> None:
         self.test = test
         self.text = text
+        self.types = types
 
 
 TRUE = Condition(lambda scope: True, "true")
 
 
-def where(expression: Any | None, label: str) -> Condition:
+def required_types(node: Node, type_field: str | None) -> frozenset[str] | None:
+    """Event types a condition can only hold for, or None when it does not say."""
+    if type_field is None:
+        return None
+    if isinstance(node, expr_ast.Compare) and node.op == "==":
+        for field, other in ((node.left, node.right), (node.right, node.left)):
+            if isinstance(field, expr_ast.Field) and field.path == (type_field,) and isinstance(other, expr_ast.String):
+                return frozenset((other.value,))
+    if isinstance(node, expr_ast.In) and not node.negated and isinstance(node.value, expr_ast.Field):
+        if node.value.path == (type_field,) and all(isinstance(item, expr_ast.String) for item in node.items):
+            return frozenset(item.value for item in node.items if isinstance(item, expr_ast.String))
+    if isinstance(node, expr_ast.And):
+        known = [t for t in (required_types(o, type_field) for o in node.operands) if t is not None]
+        return frozenset.intersection(*known) if known else None
+    if isinstance(node, expr_ast.Or):
+        parts = [required_types(o, type_field) for o in node.operands]
+        return None if any(p is None for p in parts) else frozenset().union(*(p for p in parts if p is not None))
+    return None
+
+
+def where(expression: Any | None, label: str, type_field: str | None = None) -> Condition:
     if expression is None:
         return TRUE
     check = expression.test
-    return Condition(check, f"{label}: {expression.text}")
+    text = f"{label}: {expression.text}"
+    types = required_types(expression.node, type_field)
+    if types is None:
+        return Condition(check, text)
+    name = str(type_field)
+
+    # Terms of "and" may be evaluated in any order (as in SQL): the type test runs first.
+    def typed(scope: Scope) -> bool:
+        fields = scope.fields
+        return fields is not None and fields.get(name) in types and check(scope)
+
+    return Condition(typed, text, types)
 
 
 def negate(condition: Condition) -> Condition:
@@ -79,7 +116,11 @@ def negate(condition: Condition) -> Condition:
 
 def both(left: Condition, right: Condition) -> Condition:
     a, b = left.test, right.test
-    return Condition(lambda scope: a(scope) and b(scope), f"({left.text}) and ({right.text})")
+    if left.types is None or right.types is None:
+        types = left.types if right.types is None else right.types
+    else:
+        types = left.types & right.types
+    return Condition(lambda scope: a(scope) and b(scope), f"({left.text}) and ({right.text})", types)
 
 
 def _stage_of(node: Node, function: str, stages: frozenset[str], depth: int) -> str:

@@ -53,6 +53,10 @@ class Matcher:
         self.within = automaton.spec.within_ms
         self.skip = automaton.spec.skip
         self.start: Partial = (automaton.start, (), _NEVER, _NEVER)
+        first = automaton.states[automaton.start]
+        self._start_takes = [edge.condition for edge in first.edges if edge.action == TAKE]
+        self._start_proceeds = any(edge.action == PROCEED for edge in first.edges)
+        self._type_field = automaton.type_field
 
     def initial(self) -> NfaState:
         return ([self.start], [], 0)
@@ -115,6 +119,33 @@ class Matcher:
 
     # -- events
 
+    def could_start(self, fields: dict[str, Any]) -> bool:
+        """Whether an event would begin a match (when a key has no partial match, nothing else can happen)."""
+        event_type = fields.get(self._type_field) if self._type_field is not None else None
+        scope: Scope | None = None
+        for condition in self._start_takes:
+            types = condition.types
+            if types is not None and event_type not in types:
+                continue  # cheap: most events are of a type the first stage does not take
+            if scope is None:
+                scope = Scope(fields, ())
+            if condition.test(scope):
+                return True
+        if not self._start_proceeds:
+            return False
+        return self._could_start_slowly(Scope(fields, ()))
+
+    def _could_start_slowly(self, scope: Scope) -> bool:
+        pending = [self.states[self.automaton.start]]
+        while pending:
+            current = pending.pop()
+            for edge in current.edges:
+                if edge.action == TAKE and edge.condition.test(scope):
+                    return True
+                if edge.action == PROCEED and edge.condition.test(scope):
+                    pending.append(edge.target)
+        return False
+
     def process(self, state: NfaState, time: int, event_id: str, fields: dict[str, Any], out: list[Result]) -> NfaState:
         partials, completed, seq = state
         event: Event = (seq, time, event_id, fields)
@@ -134,7 +165,8 @@ class Matcher:
                     retained.append(new)
             if not stopped:
                 kept.extend(retained)
-        kept.sort(key=_order)
+        # ``kept`` stays in start order: successors keep their predecessors' order and matches begun by this
+        # event come last (the start partial match is always the last one).
         if matches or completed:
             completed = list(completed)
             self._emit(kept, completed, matches, out)

@@ -32,7 +32,7 @@ _NO_EVENTS: tuple[()] = ()
 class PatternLogic(RuleLogic):
     """Versions of one pattern processor that use the key fields ``key``."""
 
-    def __init__(self, versions: list[PatternRule], key: tuple[str, ...]) -> None:
+    def __init__(self, versions: list[PatternRule], key: tuple[str, ...], type_field: str | None) -> None:
         ordered = sorted(versions, key=lambda v: (v.effective_from_ms, v.version))
         types: set[str] = set()
         for version in ordered:
@@ -41,9 +41,10 @@ class PatternLogic(RuleLogic):
         super().__init__(ordered[0].id, key, tuple(sorted(types)))
         self.versions = ordered
         self._starts = [v.effective_from_ms for v in ordered]
+        self._single = len(ordered) == 1 and ordered[0].effective_from_ms <= 0
         # A version that is ours and ACTIVE gets a matcher; PAUSE, DELETE and other keyings get None.
         self._matchers: list[Matcher | None] = [
-            compile_matcher(v.pattern) if v.state == "ACTIVE" and v.key == key else None for v in ordered
+            compile_matcher(v.pattern, type_field) if v.state == "ACTIVE" and v.key == key else None for v in ordered
         ]
         self._measures: list[dict[str, Expression]] = [
             {name: compile_expression(text, m.automaton.spec.functions) for name, text in v.output.measures.items()}
@@ -56,13 +57,14 @@ class PatternLogic(RuleLogic):
         return bisect.bisect_right(self._starts, time) - 1
 
     def extract(self, event_type: str, obj: dict[str, Any], time: int) -> object:
-        index = self.version_at(time)
+        # The whole event: conditions may read any field. Called for every event and processor, so cheap.
+        index = 0 if self._single else self.version_at(time)
         if index < 0 or self._matchers[index] is None:
             return SKIP
         scope = self.versions[index].event_types
         if scope is not None and event_type not in scope:
             return SKIP
-        return (obj, tuple(obj.get(field) for field in self.key_fields))
+        return obj
 
     # -- handlers
 
@@ -76,9 +78,17 @@ class PatternLogic(RuleLogic):
         key: str,
         out: list[Record],
     ) -> State | None:
-        fields, key_values = value
-        if state is not None and state[5] == (time, event_id):
+        fields = value
+        if state is None:
+            # Most events start nothing for most keys: decide that before building any state.
+            current = self._matchers[self.version_at(time)]
+            if current is None or not current.could_start(fields):
+                return None
+            key_values = tuple(fields.get(field) for field in self.key_fields)
+        elif state[5] == (time, event_id):
             return state  # a redelivered copy (same id and time: next in matching order) is matched once
+        else:
+            key_values = state[4]
         index, nfa, finishing = self._catch_up(state, time, key, key_values, out)
         matcher = self._matchers[index]
         scope = self.versions[index].event_types
@@ -110,7 +120,10 @@ class PatternLogic(RuleLogic):
         now = self.version_at(time)
         if state is None:
             return now, None, ()
-        _, index, nfa, finishing, _, _ = state
+        timer, index, nfa, finishing, _, _ = state
+        switch = self._starts[index + 1] if index + 1 < len(self._starts) else None
+        if (timer is None or timer > time) and (switch is None or switch > time):
+            return index, nfa, finishing  # no timeout and no version switch at or before ``time``
         kept = list(finishing)
         # A version recorded after this state was written may have taken effect before ``time`` (a live run
         # learns of a version later than a replay does, and both must agree): time out what ends before its

@@ -67,7 +67,7 @@ def _logics_for(rules: RuleSet) -> tuple[RuleLogic, ...]:
             if isinstance(rule, AggregateRule):
                 logics.append(AggregateLogic(versions[rule.id], rule.group_by))
             else:
-                logics.append(PatternLogic(versions[rule.id], rule.key))
+                logics.append(PatternLogic(versions[rule.id], rule.key, rules.input.type_field))
     return tuple(logics)
 
 
