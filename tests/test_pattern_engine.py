@@ -331,3 +331,37 @@ def test_the_builder_writes_the_same_json_as_a_hand_written_pattern() -> None:
     ]
     with pytest.raises(PatternError, match="stage 'b'"):
         Pattern.begin("a").next("b").times(0).to_json()
+
+
+TYPED = {
+    "stages": [
+        {"name": "a", "where": "event_type = 'PAY' and amount > 1"},
+        {"name": "b", "contiguity": "next", "where": "event_type in ('PAY', 'REFUND') or amount = 0", "optional": True},
+        {"name": "c", "contiguity": "followed_by", "where": "amount > last(a).amount and event_type = 'PAY'"},
+    ],
+    "within": "20s",
+}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 30), st.sampled_from(["PAY", "REFUND", "LOGIN"]), st.integers(0, 4)),
+        max_size=14,
+    )
+)
+def test_the_event_type_shortcut_changes_no_result(events: list[tuple[int, str, int]]) -> None:
+    from sparkcep.cep import compile_matcher
+    from sparkcep.cep.nfa import Result
+
+    def matches(type_field: str | None) -> list[Result]:
+        matcher = compile_matcher(TYPED, type_field)
+        state, found = matcher.initial(), []
+        for number, (second, kind, amount) in enumerate(sorted(events)):
+            fields = {"event_type": kind, "amount": amount}
+            state = matcher.advance_through(state, second * 1000, found)
+            state = matcher.process(state, second * 1000, f"e{number:02d}", fields, found)
+        matcher.advance_through(state, 10**6, found)
+        return found
+
+    assert matches("event_type") == matches(None)

@@ -79,9 +79,14 @@ def required_types(node: Node, type_field: str | None) -> frozenset[str] | None:
         for field, other in ((node.left, node.right), (node.right, node.left)):
             if isinstance(field, expr_ast.Field) and field.path == (type_field,) and isinstance(other, expr_ast.String):
                 return frozenset((other.value,))
-    if isinstance(node, expr_ast.In) and not node.negated and isinstance(node.value, expr_ast.Field):
-        if node.value.path == (type_field,) and all(isinstance(item, expr_ast.String) for item in node.items):
-            return frozenset(item.value for item in node.items if isinstance(item, expr_ast.String))
+    if (
+        isinstance(node, expr_ast.In)
+        and not node.negated
+        and isinstance(node.value, expr_ast.Field)
+        and node.value.path == (type_field,)
+        and all(isinstance(item, expr_ast.String) for item in node.items)
+    ):
+        return frozenset(item.value for item in node.items if isinstance(item, expr_ast.String))
     if isinstance(node, expr_ast.And):
         known = [t for t in (required_types(o, type_field) for o in node.operands) if t is not None]
         return frozenset.intersection(*known) if known else None
