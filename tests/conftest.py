@@ -24,3 +24,22 @@ def spark() -> Iterator[SparkSession]:
     session = get_or_create_session(SparkSettings(driver_memory="1g"))
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[str]:
+    """URL of a PostgreSQL server started for this test run (skips only where none can be installed)."""
+    from servers import postgres_binaries, postgres_server
+
+    if postgres_binaries() is None:
+        pytest.skip("PostgreSQL server binaries are not installed and scripts/setup could not install them")
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture
+def postgres_db(postgres: str) -> str:
+    """A fresh, empty database on the test server."""
+    from servers import fresh_database
+
+    return fresh_database(postgres)

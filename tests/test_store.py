@@ -25,7 +25,9 @@ from sparkcep.store import (
     open_store,
     summary_sentence,
 )
+from sparkcep.store import postgres as postgres_module
 from sparkcep.store import sqlite as sqlite_module
+from sparkcep.store.postgres import PostgresStore, redacted
 
 from helpers import COMPLETION_RULE, INACTIVITY_RULE, T0
 
@@ -66,8 +68,10 @@ DEMO_FILE = {
 }
 
 
-@pytest.fixture(params=["sqlite", "file"])
+@pytest.fixture(params=["sqlite", "file", "postgres"])
 def spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "postgres":
+        return str(request.getfixturevalue("postgres_db"))
     return f"sqlite:{tmp_path / 'rules.db'}" if request.param == "sqlite" else f"file:{tmp_path / 'rules.json'}"
 
 
@@ -87,8 +91,11 @@ def test_open_store_understands_specs_and_suffixes(tmp_path: Path) -> None:
     assert isinstance(open_store(str(tmp_path / "d.json")), JsonFileStore)
     with pytest.raises(StoreError, match="expected 'sqlite:PATH'"):
         open_store(str(tmp_path / "rules.txt"))
-    with pytest.raises(StoreError, match="PostgreSQL"):
-        open_store("postgresql://localhost/rules")
+    with pytest.raises(StoreError, match="PGPASSWORD"):
+        open_store("postgresql://ana:secret@127.0.0.1:1/rules")
+    with pytest.raises(StoreError, match="Connection refused") as refused:
+        open_store("postgresql://ana@127.0.0.1:1/rules")
+    assert "secret" not in str(refused.value)
     foreign = tmp_path / "other.json"
     foreign.write_text('{"rules": []}')
     with pytest.raises(StoreError, match="is not a sparkcep rule store"):
@@ -158,6 +165,8 @@ def test_assign_effective_from_once(store: RuleStore) -> None:
 
 
 def open_store_again(store: RuleStore) -> RuleStore:
+    if isinstance(store, PostgresStore):
+        return PostgresStore(store.url)
     assert isinstance(store, SqliteStore | JsonFileStore)
     return type(store)(store.path)
 
@@ -292,6 +301,24 @@ def test_sqlite_migrations_run_once(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(sqlite_module, "MIGRATIONS", sqlite_module.MIGRATIONS[:1])
     with pytest.raises(StoreError, match="schema version 2; this sparkcep knows up to 1"):
         SqliteStore(path)
+
+
+def test_postgres_migrations_run_once_and_passwords_stay_out(postgres_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import psycopg
+
+    PostgresStore(postgres_db).add(BIG)
+    assert PostgresStore(postgres_db).schema_version() == len(postgres_module.MIGRATIONS) == 1
+    extra = ("ALTER TABLE sparkcep_rule_versions ADD COLUMN note TEXT",)
+    monkeypatch.setattr(postgres_module, "MIGRATIONS", [*postgres_module.MIGRATIONS, extra])
+    store = PostgresStore(postgres_db)
+    PostgresStore(postgres_db)  # the column exists now: running the migration again would fail
+    with psycopg.connect(postgres_db) as conn:
+        rows = conn.execute("SELECT version FROM sparkcep_schema_version ORDER BY version").fetchall()
+    assert rows == [(1,), (2,)] and store.schema_version() == 2 and store.head() == 1
+    monkeypatch.setattr(postgres_module, "MIGRATIONS", postgres_module.MIGRATIONS[:1])
+    with pytest.raises(StoreError, match="schema version 2; this sparkcep knows up to 1"):
+        PostgresStore(postgres_db)
+    assert redacted("postgresql://ana:s3cret@db:5432/rules") == "postgresql://ana:***@db:5432/rules"
 
 
 def test_summary_sentences_and_diffs() -> None:

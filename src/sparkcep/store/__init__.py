@@ -12,8 +12,8 @@ saw; it gives versions without an effective time one in event time and records i
 :meth:`RuleStore.assign_effective_from`, so a replay of the same log takes the same decisions.
 
 Specs understood by :func:`open_store`: ``sqlite:PATH`` (or a path ending in ``.db``, ``.sqlite``,
-``.sqlite3``) and ``file:PATH`` (or a path ending in ``.json``). The interface leaves room for a PostgreSQL
-store (``postgresql://...``) later; it is not implemented.
+``.sqlite3``), ``file:PATH`` (or a path ending in ``.json``) and ``postgresql://user@host:port/db`` (the
+password from ``PGPASSWORD`` or ``~/.pgpass``, never in the URL).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 _SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
-_EXPECTED = "'sqlite:PATH', 'file:PATH' or a path ending in .db, .sqlite or .json"
+_EXPECTED = "'sqlite:PATH', 'file:PATH', 'postgresql://user@host:port/db' or a path ending in .db, .sqlite or .json"
 
 
 def open_store(spec: str | Path) -> RuleStore:
@@ -53,7 +53,9 @@ def open_store(spec: str | Path) -> RuleStore:
     if colon and scheme == "file" and rest:
         return JsonFileStore(rest)
     if colon and scheme in ("postgres", "postgresql"):
-        raise StoreError(f"PostgreSQL rule stores are not implemented yet; use {_EXPECTED}")
+        from sparkcep.store.postgres import PostgresStore  # noqa: PLC0415  # needs the PostgreSQL driver
+
+        return PostgresStore(text)
     suffix = Path(text).suffix.lower()
     if text and suffix in _SQLITE_SUFFIXES:
         return SqliteStore(text)
