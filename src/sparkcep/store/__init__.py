@@ -53,7 +53,7 @@ def open_store(spec: str | Path) -> RuleStore:
     if colon and scheme == "file" and rest:
         return JsonFileStore(rest)
     if colon and scheme in ("postgres", "postgresql"):
-        from sparkcep.store.postgres import PostgresStore  # noqa: PLC0415  # needs the PostgreSQL driver
+        from sparkcep.store.postgres import PostgresStore  # needs the PostgreSQL driver
 
         return PostgresStore(text)
     suffix = Path(text).suffix.lower()

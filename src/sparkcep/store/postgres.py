@@ -74,7 +74,7 @@ class PostgresStore(RuleStore):
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
-        import psycopg  # noqa: PLC0415  # only stores that use PostgreSQL need the driver
+        import psycopg  # only stores that use PostgreSQL need the driver
 
         try:
             with psycopg.connect(self.url, connect_timeout=10) as conn:
@@ -101,7 +101,7 @@ class PostgresStore(RuleStore):
                 )
             for number in range(applied + 1, len(MIGRATIONS) + 1):
                 for statement in MIGRATIONS[number - 1]:
-                    conn.execute(statement)  # type: ignore[arg-type]  # fixed text, not user input
+                    conn.execute(statement)  # fixed text, not user input
                 conn.execute(
                     "INSERT INTO sparkcep_schema_version (version, applied_at) VALUES (%s, %s)", (number, now_iso())
                 )
@@ -151,7 +151,7 @@ class PostgresStore(RuleStore):
     # -- writing
 
     def _transaction(self, planner: Callable[[Snapshot], Change]) -> Change:
-        from psycopg.types.json import Json  # noqa: PLC0415
+        from psycopg.types.json import Json
 
         with self._locked() as conn:
             change = planner(self._read(conn))
