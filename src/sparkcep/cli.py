@@ -146,6 +146,13 @@ def simulate(
 @click.option("--master", default="local[2]", show_default=True, help="Spark master URL.")
 @click.option("--shuffle-partitions", type=int, default=2, show_default=True)
 @click.option("--stop-after", type=float, default=None, help="Streaming only: stop after this many seconds.")
+@click.option(
+    "--alert-store",
+    "alert_stores",
+    multiple=True,
+    help="Also upsert every complex event into this PostgreSQL database (postgresql://user@host:port/db; "
+    "password from PGPASSWORD). Repeatable.",
+)
 def run(
     rules_path: Path | None,
     rules_store: str | None,
@@ -160,6 +167,7 @@ def run(
     master: str,
     shuffle_partitions: int,
     stop_after: float | None,
+    alert_stores: tuple[str, ...],
 ) -> None:
     """Evaluate rules (a file, or a store that may change while the job runs) over JSON-lines files from INPUT."""
     from sparkcep.rules.model import load_rules
@@ -184,6 +192,7 @@ def run(
             buckets=buckets,
             max_files_per_trigger=max_files_per_trigger,
             trigger_interval=None if until_caught_up else _interval(trigger_interval),
+            alert_stores=alert_stores,
         )
         pipeline = Pipeline(spark, rules, config, store=store)
         summary = pipeline.run_until_caught_up() if until_caught_up else pipeline.run_streaming(stop_after)

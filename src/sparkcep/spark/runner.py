@@ -27,6 +27,7 @@ from sparkcep.spark.sink import (
     ERRORS_DIR,
     LATE_DIR,
     BatchMetrics,
+    BatchWriter,
     FileSink,
     read_metrics,
     write_atomically,
@@ -48,6 +49,7 @@ class RunConfig:
     buckets: int = 32
     max_files_per_trigger: int = 1
     trigger_interval: str | None = None  # None: process what is there and stop (bounded run)
+    alert_stores: tuple[str, ...] = ()  # PostgreSQL URLs that get every complex event, upserted by id
 
 
 @dataclass
@@ -157,13 +159,19 @@ class Pipeline:
             rules_seq=self.rules_seq,
         )
         stream = build_stream(self.spark, self.program, spec)
-        writer = stream.writeStream.foreachBatch(FileSink(self.config.output_dir, self.metrics_dir, self._after_batch))
+        sink = FileSink(self.config.output_dir, self.metrics_dir, self._after_batch, self._writers())
+        writer = stream.writeStream.foreachBatch(sink)
         writer = writer.option("checkpointLocation", str(self._query_checkpoint))
         if available_now:
             writer = writer.trigger(availableNow=True)
         else:
             writer = writer.trigger(processingTime=trigger_interval or self.config.trigger_interval or "1 second")
         return writer.start()
+
+    def _writers(self) -> tuple[BatchWriter, ...]:
+        from sparkcep.alerts import open_alert_sinks  # needs the PostgreSQL driver
+
+        return tuple(open_alert_sinks(self.config.alert_stores)) if self.config.alert_stores else ()
 
     def replan_if_needed(self, query: StreamingQuery) -> StreamingQuery:
         """After a rule with a new grouping arrived: stop the query and plan it again on the same checkpoint."""

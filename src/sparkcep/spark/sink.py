@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sparkcep.spark.processor import KIND_ERROR, KIND_METRIC
 
@@ -68,15 +68,34 @@ class BatchMetrics:
             self.max_event_time = int(t)
 
 
+class BatchWriter(Protocol):
+    """Another destination of a batch's outputs (an alert store, a Kafka topic per output type).
+
+    ``outputs`` maps each output name to its ``(event time, JSON record)`` items, sorted. It must be idempotent
+    per ``batch_id``: Spark runs a batch again after a crash.
+    """
+
+    def write_batch(self, batch_id: int, outputs: dict[str, list[tuple[int, str]]]) -> int: ...
+
+
 class FileSink:
-    """``foreachBatch`` target writing under ``output_dir``; per-batch metrics go to ``metrics_dir``."""
+    """``foreachBatch`` target writing under ``output_dir``; per-batch metrics go to ``metrics_dir``.
+
+    ``writers`` get the same outputs after the files are written (and before the batch counts as done, so a
+    failure there makes Spark run the batch again).
+    """
 
     def __init__(
-        self, output_dir: Path, metrics_dir: Path, after_batch: Callable[[BatchMetrics], None] | None = None
+        self,
+        output_dir: Path,
+        metrics_dir: Path,
+        after_batch: Callable[[BatchMetrics], None] | None = None,
+        writers: tuple[BatchWriter, ...] = (),
     ) -> None:
         self.output_dir = output_dir
         self.metrics_dir = metrics_dir
         self.after_batch = after_batch
+        self.writers = writers
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         started = time.perf_counter()
@@ -101,6 +120,8 @@ class FileSink:
                 metrics.by_type[name] = len(items)
             text = "".join(payload + "\n" for _, payload in items)
             write_atomically(self.output_dir / name / f"part-{batch_id:08d}.jsonl", text)
+        for writer in self.writers:
+            writer.write_batch(batch_id, by_name)
         metrics.collect_s = collected - started
         metrics.write_s = time.perf_counter() - collected
         metrics.written_at = time.time()
