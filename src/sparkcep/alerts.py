@@ -98,7 +98,8 @@ class PostgresAlertStore:
                 continue
             for at, payload in items:
                 record = json.loads(payload)
-                rows.append((str(record["event_id"]), name, _text(record.get("rule_id")), key_text(record), at,
+                occurred = record_time(record, at)
+                rows.append((str(record["event_id"]), name, _text(record.get("rule_id")), key_text(record), occurred,
                              Json(record), batch_id, written_at))  # fmt: skip
         if not rows:
             return 0
@@ -145,6 +146,12 @@ class PostgresAlertStore:
         with self._connection() as conn:
             row = conn.execute("SELECT COUNT(*) FROM sparkcep_alerts").fetchone()
             return int(row[0]) if row else 0
+
+
+def record_time(record: dict[str, Any], default: int) -> int:
+    """A complex event's time in epoch ms (its ``occurred_at``)."""
+    occurred = record.get("occurred_at")
+    return parse_event_time(occurred) if isinstance(occurred, str | int) else default
 
 
 def _text(value: object) -> str | None:

@@ -50,9 +50,18 @@ def _engine_for(rules_json: str) -> Engine:
 
 
 def result_frame(
-    result: BatchResult, program: Program, watermark: int, state: BucketState, blob: int, seconds: float
+    result: BatchResult,
+    program: Program,
+    watermark: int,
+    state: BucketState,
+    blob: int,
+    seconds: float,
+    origins: dict[str, str] | None = None,
 ) -> Any:
-    """The rows one handler call emits: outputs, late and dead-letter records, and one metrics row."""
+    """The rows one handler call emits: outputs, late and dead-letter records, and one metrics row.
+
+    ``origins`` maps a line to where it came from (a Kafka record's topic, partition and offset), added to its
+    late or dead-letter record."""
     kinds: list[str] = []
     names: list[str] = []
     times: list[int] = []
@@ -66,9 +75,10 @@ def result_frame(
         kinds.append(KIND_LATE)
         names.append("_late")
         times.append(event_time)
-        payloads.append(
-            orjson.dumps(late_record(line, program.key_record(keyset, key), event_time, watermark)).decode()
-        )
+        late = late_record(line, program.key_record(keyset, key), event_time, watermark)
+        if origins and line in origins:
+            late["origin"] = orjson.loads(origins[line])
+        payloads.append(orjson.dumps(late).decode())
     for error in result.errors:
         kinds.append(KIND_ERROR)
         names.append("_errors")
@@ -78,7 +88,10 @@ def result_frame(
         kinds.append(KIND_DEAD)
         names.append("_deadletter")
         times.append(0)
-        payloads.append(orjson.dumps(dead_record(line, reason)).decode())
+        dead = dead_record(line, reason)
+        if origins and line in origins:
+            dead["origin"] = orjson.loads(origins[line])
+        payloads.append(orjson.dumps(dead).decode())
     metric = {
         "rows": result.rows,
         "accepted": result.accepted,
@@ -115,13 +128,16 @@ class EngineProcessor(StatefulProcessor):
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:
         pairs: list[tuple[int, str]] = []
         max_ts = NO_WATERMARK
+        origin_frames = []
         for frame in rows:
             pairs.extend(zip(frame["keyset"].tolist(), frame["line"].tolist(), strict=True))
+            if "origin" in frame and frame["origin"].notna().any():
+                origin_frames.append(frame[["line", "origin"]])
             frame_max = frame["ts_ms"].max()
             if not pd.isna(frame_max) and frame_max > max_ts:  # NaN: no time Spark could read
                 max_ts = int(frame_max)
         safe_bound = max_ts - self._delay_ms if max_ts != NO_WATERMARK else NO_WATERMARK
-        yield self._run(pairs, timerValues, fired=None, safe_bound=safe_bound)
+        yield self._run(pairs, timerValues, fired=None, safe_bound=safe_bound, origin_frames=origin_frames)
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
@@ -132,7 +148,12 @@ class EngineProcessor(StatefulProcessor):
         pass
 
     def _run(
-        self, pairs: list[tuple[int, str]], timer_values: TimerValues, fired: int | None, safe_bound: int = NO_WATERMARK
+        self,
+        pairs: list[tuple[int, str]],
+        timer_values: TimerValues,
+        fired: int | None,
+        safe_bound: int = NO_WATERMARK,
+        origin_frames: list[Any] | None = None,
     ) -> Any:
         started = time.perf_counter()
         spark_watermark = timer_values.getCurrentWatermarkInMs()
@@ -152,8 +173,15 @@ class EngineProcessor(StatefulProcessor):
             self._state.update((blob,))
         elif stored is not None:
             self._state.clear()
-        frame = result_frame(result, engine.program, watermark, state, blob_size, time.perf_counter() - started)
-        return frame
+        origins: dict[str, str] | None = None
+        if origin_frames and (result.dead or result.late):  # only a batch with problems pays for the lookup
+            origins = {}
+            for part in origin_frames:
+                for line, origin in zip(part["line"].tolist(), part["origin"].tolist(), strict=True):
+                    if isinstance(origin, str):
+                        origins.setdefault(line, origin)
+        elapsed = time.perf_counter() - started
+        return result_frame(result, engine.program, watermark, state, blob_size, elapsed, origins)
 
     def _engine_for_bucket(self, state: BucketState, pairs: list[tuple[int, str]]) -> Engine:
         """The newest rule log this bucket has seen: the query's own (from its start) or a later control record.

@@ -25,6 +25,8 @@ class QuerySpec:
     buckets: int
     max_files_per_trigger: int
     rules_seq: int = 0  # rule-store position of the rules the query starts with (0: a rule file)
+    # Options of the Kafka source (sparkcep.kafka.source); None: JSON-lines files from input_dir.
+    kafka_options: tuple[tuple[str, str], ...] | None = None
 
 
 def event_time_column(raw: Column) -> Column:
@@ -36,7 +38,10 @@ def event_time_column(raw: Column) -> Column:
 
 
 def routed_rows(lines: DataFrame, program: Program, buckets: int) -> DataFrame:
-    """``(bucket, keyset, line, ts, ts_ms)``: one row per grouping of each line, or one unrouted row."""
+    """``(bucket, keyset, line, ts, ts_ms, origin)``: one row per grouping of each line, or one unrouted row.
+
+    ``origin`` (where a record came from, e.g. its Kafka topic, partition and offset) travels along so that
+    dead letters and late events can say it."""
     from pyspark.sql import functions as F
 
     lines = lines.where(F.length(F.trim("value")) > 0)  # blank lines are not events
@@ -47,11 +52,13 @@ def routed_rows(lines: DataFrame, program: Program, buckets: int) -> DataFrame:
     control_bucket = f"c{len(key_fields) + 2}"
     parsed = lines.select(
         F.col("value").alias("line"),
+        "origin",
         F.json_tuple("value", program.time_field, type_field, *key_fields, BUCKET_FIELD),
     )
     event_type = F.col("c1") if program.type_field else F.lit("")
     parsed = parsed.select(
         "line",
+        "origin",
         event_time_column(F.col("c0")).alias("ts"),
         event_type.alias("etype"),
         *column.values(),
@@ -77,6 +84,7 @@ def routed_rows(lines: DataFrame, program: Program, buckets: int) -> DataFrame:
         # One grouping (the common case): no arrays, no explode.
         routed = parsed.select(
             "line",
+            "origin",
             "ts",
             F.when(wanted(0), F.lit(0)).otherwise(F.lit(UNROUTED)).alias("keyset"),
             key(0).alias("key"),
@@ -91,10 +99,14 @@ def routed_rows(lines: DataFrame, program: Program, buckets: int) -> DataFrame:
         unrouted = F.array(F.struct(F.lit(UNROUTED).alias("keyset"), F.lit(None).cast("string").alias("key")))
         routed = parsed.select(
             "line",
+            "origin",
             "ts",
             F.explode(F.when(F.size(routes) > 0, routes).otherwise(unrouted)).alias("route"),
             "control_bucket",
-        ).select("line", "ts", F.col("route.keyset").alias("keyset"), F.col("route.key").alias("key"), "control_bucket")
+        ).select(
+            "line", "origin", "ts", F.col("route.keyset").alias("keyset"), F.col("route.key").alias("key"),
+            "control_bucket",
+        )  # fmt: skip
     # Control records name their bucket: a rule-log record goes to every bucket, one line each.
     bucket = (
         F.when(F.col("control_bucket").isNotNull(), F.col("control_bucket"))
@@ -107,21 +119,34 @@ def routed_rows(lines: DataFrame, program: Program, buckets: int) -> DataFrame:
         "line",
         "ts",
         F.unix_millis("ts").alias("ts_ms"),
+        "origin",
     )
 
 
 def build_stream(spark: SparkSession, program: Program, spec: QuerySpec) -> DataFrame:
     """The whole streaming plan up to (and including) the stateful processor."""
-    events = spark.readStream.option("maxFilesPerTrigger", spec.max_files_per_trigger).text(spec.input_dir)
+    from pyspark.sql import functions as F
+
+    no_origin = F.lit(None).cast("string").alias("origin")
+    if spec.kafka_options is not None:
+        from sparkcep.kafka.source import SOURCE_NAME, KafkaSource
+
+        spark.dataSource.register(KafkaSource)
+        records = spark.readStream.format(SOURCE_NAME).options(**dict(spec.kafka_options)).load()
+        origin = F.to_json(F.struct("topic", "partition", "offset"))
+        events = records.where(F.col("value").isNotNull()).select("value", origin.alias("origin"))
+    else:
+        files = spark.readStream.option("maxFilesPerTrigger", spec.max_files_per_trigger).text(spec.input_dir)
+        events = files.select("value", no_origin)
     # The engine's own control records (the end-of-input flush) come from a second file stream kept
     # inside the checkpoint directory, so they are replayed exactly like input after a restart.
-    control = spark.readStream.text(spec.control_dir)
+    control = spark.readStream.text(spec.control_dir).select("value", no_origin)
     rows = routed_rows(events.unionByName(control), program, spec.buckets)
     with_watermark = rows.withWatermark("ts", f"{spec.watermark_delay_ms} milliseconds")
     # Projecting the event-time column away keeps the watermark (timers still fire) but stops Spark from
     # silently dropping rows behind it: the engine sees late rows and reports them in _late/.
     # ts_ms is Spark's own reading of event time, which lets the processor know how far the next watermark
     # is sure to move (see Engine.process).
-    stripped = with_watermark.select("bucket", "keyset", "line", "ts_ms")
+    stripped = with_watermark.select("bucket", "keyset", "line", "ts_ms", "origin")
     processor = EngineProcessor(program.rules.to_json(), spec.watermark_delay_ms, spec.rules_seq)
     return stripped.groupBy("bucket").transformWithStateInPandas(processor, OUTPUT_SCHEMA, "Append", "EventTime")

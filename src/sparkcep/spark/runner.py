@@ -50,6 +50,10 @@ class RunConfig:
     max_files_per_trigger: int = 1
     trigger_interval: str | None = None  # None: process what is there and stop (bounded run)
     alert_stores: tuple[str, ...] = ()  # PostgreSQL URLs that get every complex event, upserted by id
+    # Options of the Kafka source (see sparkcep.kafka.source); None: JSON-lines files from input_dir.
+    kafka_source: tuple[tuple[str, str], ...] | None = None
+    # More destinations of every batch's outputs (e.g. sparkcep.kafka.sink.KafkaBatchWriter).
+    writers: tuple[BatchWriter, ...] = ()
 
 
 @dataclass
@@ -157,6 +161,7 @@ class Pipeline:
             buckets=self.config.buckets,
             max_files_per_trigger=self.config.max_files_per_trigger,
             rules_seq=self.rules_seq,
+            kafka_options=self.config.kafka_source,
         )
         stream = build_stream(self.spark, self.program, spec)
         sink = FileSink(self.config.output_dir, self.metrics_dir, self._after_batch, self._writers())
@@ -171,7 +176,8 @@ class Pipeline:
     def _writers(self) -> tuple[BatchWriter, ...]:
         from sparkcep.alerts import open_alert_sinks  # needs the PostgreSQL driver
 
-        return tuple(open_alert_sinks(self.config.alert_stores)) if self.config.alert_stores else ()
+        alerts = tuple(open_alert_sinks(self.config.alert_stores)) if self.config.alert_stores else ()
+        return (*alerts, *self.config.writers)
 
     def replan_if_needed(self, query: StreamingQuery) -> StreamingQuery:
         """After a rule with a new grouping arrived: stop the query and plan it again on the same checkpoint."""

@@ -1,0 +1,1 @@
+"""Kafka source (Python Data Source API) and sink on confluent-kafka."""

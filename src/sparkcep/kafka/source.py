@@ -1,0 +1,203 @@
+"""A Kafka streaming source for Spark written with PySpark's Python Data Source API (``sparkcep_kafka``).
+
+The official connector jar cannot be used everywhere, so this source reads with confluent-kafka. Offsets live
+in Spark's checkpoint (``{"topic:partition": next offset}``); a batch's range is fixed before it runs, so a
+re-run after a crash reads exactly the same records. Options (Spark lower-cases their names):
+
+- ``bootstrap.servers``, ``topics`` (comma-separated);
+- ``startingoffsets``: ``earliest`` (default), ``latest``, or an event time (ISO-8601 or epoch ms) looked up
+  with offsets-for-times; used only when the query has no checkpoint yet;
+- ``maxrecordsperbatch``: at most this many records per micro-batch, shared between partitions;
+- ``alignstepms``: event-time-aligned backfill (see :mod:`sparkcep.kafka.offsets`), needs record timestamps
+  that carry event time (producers' CreateTime);
+- ``timefield``: records whose JSON value lacks this field get it from the record timestamp (epoch ms);
+- ``kafka.<property>``: any librdkafka property; ``env:NAME`` values come from the environment.
+
+Rows: ``value`` (the record value as text), ``topic``, ``partition``, ``offset``, ``timestamp`` (ms).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+
+from sparkcep.kafka import client as kafka
+from sparkcep.kafka.offsets import aligned, capped, partition_name, split_name
+from sparkcep.timeutil import parse_event_time
+
+SOURCE_NAME = "sparkcep_kafka"
+SCHEMA = "value string, topic string, partition int, offset long, timestamp long"
+_PROPERTY_PREFIX = "kafka."
+
+
+@dataclass(frozen=True)
+class ReaderOptions:
+    bootstrap: str
+    topics: list[str]
+    starting: str
+    max_records: int | None
+    align_step_ms: int | None
+    time_field: str | None
+    properties: dict[str, str]
+
+    @classmethod
+    def parse(cls, options: dict[str, str]) -> ReaderOptions:
+        if not options.get("bootstrap.servers") or not options.get("topics"):
+            raise kafka.KafkaError("Kafka source: options 'bootstrap.servers' and 'topics' are required")
+        properties = {k[len(_PROPERTY_PREFIX) :]: v for k, v in options.items() if k.startswith(_PROPERTY_PREFIX)}
+        kafka.check_no_inline_secrets(properties, "Kafka source")
+        cap = options.get("maxrecordsperbatch")
+        step = options.get("alignstepms")
+        return cls(
+            bootstrap=options["bootstrap.servers"],
+            topics=[t.strip() for t in options["topics"].split(",") if t.strip()],
+            starting=options.get("startingoffsets", "earliest"),
+            max_records=int(cap) if cap else None,
+            align_step_ms=int(step) if step else None,
+            time_field=options.get("timefield") or None,
+            properties=properties,
+        )
+
+
+@dataclass(frozen=True)
+class KafkaRange(InputPartition):
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+class KafkaSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        return KafkaStreamReader(ReaderOptions.parse(dict(self.options)))
+
+
+class KafkaStreamReader(DataSourceStreamReader):
+    def __init__(self, options: ReaderOptions) -> None:
+        self.options = options
+        self._client: Any = None
+
+    def _consumer(self) -> Any:
+        if self._client is None:
+            self._client = kafka.consumer(self.options.bootstrap, self.options.properties)
+        return self._client
+
+    def initialOffset(self) -> dict[str, int]:
+        client = self._consumer()
+        starting = self.options.starting
+        offsets = {}
+        for topic, partition in kafka.list_partitions(client, self.options.topics):
+            low, high = kafka.watermarks(client, topic, partition)
+            if starting == "earliest":
+                offset = low
+            elif starting == "latest":
+                offset = high
+            else:
+                offset = kafka.offset_for_time(client, topic, partition, parse_event_time(starting), high)
+            offsets[partition_name(topic, partition)] = offset
+        return offsets
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.options.max_records) if self.options.max_records else ReadAllAvailable()
+
+    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+        client = self._consumer()
+        end: dict[str, int] = {}
+        for topic, partition in kafka.list_partitions(client, self.options.topics):
+            name = partition_name(topic, partition)
+            low, high = kafka.watermarks(client, topic, partition)
+            # A partition that appeared since the last batch joins at its start, read from the next batch on.
+            end[name] = high if name in start else low
+        known = {name: start.get(name, offset) for name, offset in end.items()}
+        if self.options.align_step_ms is not None:
+            end, _ = aligned(
+                known,
+                end,
+                self.options.align_step_ms,
+                lambda name, offset: kafka.timestamp_at(client, *split_name(name), offset),
+                lambda name, ms: kafka.offset_for_time(client, *split_name(name), ms, end[name]),
+            )
+        if isinstance(limit, ReadMaxRows):
+            end = capped(known, end, limit.max_rows)
+        return end
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[KafkaRange]:
+        ranges = []
+        for name in sorted(end):
+            topic, partition = split_name(name)
+            first = start.get(name, end[name])
+            if end[name] > first:
+                ranges.append(KafkaRange(topic, partition, first, end[name]))
+        return ranges
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        assert isinstance(partition, KafkaRange)
+        from confluent_kafka import KafkaError as ClientError
+        from confluent_kafka import TopicPartition
+
+        consumer = kafka.consumer(self.options.bootstrap, self.options.properties)
+        try:
+            consumer.assign([TopicPartition(partition.topic, partition.partition, partition.start)])
+            position = partition.start
+            while position < partition.end:
+                message = consumer.poll(10.0)
+                if message is None:
+                    raise kafka.KafkaError(f"Kafka {partition.topic}:{partition.partition}: no record at {position}")
+                error = message.error()
+                if error is not None:
+                    if error.code() == ClientError._PARTITION_EOF:
+                        # The end of what is there; transaction markers take offsets too, so the range's end
+                        # may lie past its last record.
+                        position = max(position, int(message.offset() or 0))
+                        continue
+                    raise kafka.KafkaError(f"Kafka {partition.topic}:{partition.partition}: {error}")
+                offset = int(message.offset() or 0)
+                if offset >= partition.end:
+                    break
+                position = offset + 1
+                yield (
+                    self._value(message),
+                    partition.topic,
+                    partition.partition,
+                    offset,
+                    int(message.timestamp()[1]),
+                )
+        finally:
+            consumer.close()
+
+    def _value(self, message: Any) -> str | None:
+        raw = message.value()
+        if raw is None:
+            return None
+        text: str = raw.decode("utf-8", errors="replace")
+        field = self.options.time_field
+        if field is None or f'"{field}"' in text:
+            return text
+        try:
+            parsed = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            return text  # not JSON: the engine reports it as a dead letter
+        if isinstance(parsed, dict) and field not in parsed:
+            parsed[field] = int(message.timestamp()[1])  # event time falls back to the record timestamp
+            return orjson.dumps(parsed).decode()
+        return text
+
+    def commit(self, end: dict[str, int]) -> None:
+        pass  # offsets are Spark's checkpoint; nothing is committed to Kafka
+
+    def stop(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
