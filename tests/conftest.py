@@ -43,3 +43,16 @@ def postgres_db(postgres: str) -> str:
     from servers import fresh_database
 
     return fresh_database(postgres)
+
+
+@pytest.fixture(scope="session")
+def kafka() -> Iterator[str]:
+    """``host:port`` of a Kafka-protocol broker started for this test run."""
+    from servers import kafka_broker
+
+    try:
+        import noida_db  # noqa: F401
+    except ImportError:
+        pytest.skip("the noida-db broker is not installed (scripts/setup installs it from requirements.lock)")
+    with kafka_broker() as bootstrap:
+        yield bootstrap

@@ -262,12 +262,12 @@ def test_aggregate_rules_live_run_equals_backtest_and_oracle(spark: SparkSession
 
 
 def test_rules_changed_in_a_store_reach_the_running_query_and_a_replay_reproduces_the_alerts(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, postgres_db: str
 ) -> None:
     from sparkcep.rules.model import parse_rules
     from sparkcep.store import open_store
 
-    store = open_store(f"sqlite:{tmp_path / 'rules.db'}")
+    store = open_store(postgres_db)  # the production store; SQLite and JSON stores share its code
     document = {
         "input": {"time_field": "eventTime", "type_field": None, "id_field": "transactionId"},
         "rules": [

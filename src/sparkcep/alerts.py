@@ -9,7 +9,7 @@ dashboard makes: by rule, by key and by time (newest first).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -41,13 +41,23 @@ MIGRATIONS: list[tuple[str, ...]] = [
 _LOCK = 0x5350_4B41_4C54  # serializes migrations between jobs starting together
 
 
-def key_text(record: dict[str, Any]) -> str | None:
-    """The key as one searchable text: ``payerId=25,beneficiaryId=12`` (rules with named key fields) or the
-    value of the rule's single key field."""
+KeyFields = Mapping[str, tuple[str, ...]]  # rule id -> the fields that key its outputs
+
+
+def key_values(record: dict[str, Any], key_fields: KeyFields) -> list[tuple[str, object]]:
+    """The correlation key of a complex event as (field, value) pairs: its ``key`` object (aggregate and pattern
+    rules) or the rule's key fields at the top level (completion and inactivity rules)."""
     key = record.get("key")
     if isinstance(key, dict):
-        return ",".join(f"{name}={value}" for name, value in key.items())
-    return None if key is None else str(key)
+        return list(key.items())
+    fields = key_fields.get(str(record.get("rule_id")), ())
+    return [(name, record[name]) for name in fields if name in record]
+
+
+def key_text(record: dict[str, Any], key_fields: KeyFields | None = None) -> str | None:
+    """The key as one searchable text, ``payerId=25,beneficiaryId=12``; None when the record has none."""
+    pairs = key_values(record, key_fields or {})
+    return ",".join(f"{name}={value}" for name, value in pairs) if pairs else None
 
 
 class PostgresAlertStore:
@@ -87,7 +97,9 @@ class PostgresAlertStore:
                     conn.execute(statement)  # fixed text, not user input
                 conn.execute("INSERT INTO sparkcep_alert_schema VALUES (%s, %s)", (number, now_iso()))
 
-    def write_batch(self, batch_id: int, outputs: dict[str, list[tuple[int, str]]]) -> int:
+    def write_batch(
+        self, batch_id: int, outputs: dict[str, list[tuple[int, str]]], key_fields: KeyFields | None = None
+    ) -> int:
         """Upsert a batch's complex events (``_late``, ``_deadletter`` and ``_errors`` stay in files)."""
         from psycopg.types.json import Json
 
@@ -98,9 +110,10 @@ class PostgresAlertStore:
                 continue
             for at, payload in items:
                 record = json.loads(payload)
-                occurred = record_time(record, at)
-                rows.append((str(record["event_id"]), name, _text(record.get("rule_id")), key_text(record), occurred,
-                             Json(record), batch_id, written_at))  # fmt: skip
+                rows.append((
+                    str(record["event_id"]), name, _text(record.get("rule_id")), key_text(record, key_fields),
+                    record_time(record, at), Json(record), batch_id, written_at,
+                ))  # fmt: skip
         if not rows:
             return 0
         with self._connection() as conn, conn.transaction(), conn.cursor() as cursor:

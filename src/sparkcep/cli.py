@@ -135,9 +135,17 @@ def simulate(
     envvar="SPARKCEP_RULES_STORE",
     help="A rule store polled every micro-batch: sqlite:PATH, file:PATH, or a .db/.json path.",
 )
-@click.option("--input", "input_dir", type=click.Path(file_okay=False, path_type=Path), required=True)
-@click.option("--output", "output_dir", type=click.Path(file_okay=False, path_type=Path), required=True)
-@click.option("--checkpoint", "checkpoint_dir", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="A pipeline file (YAML): sources, rules, sinks, checkpoint, Spark settings. Replaces the other options "
+    "but --until-caught-up and --stop-after.",
+)
+@click.option("--input", "input_dir", type=click.Path(file_okay=False, path_type=Path), default=None)
+@click.option("--output", "output_dir", type=click.Path(file_okay=False, path_type=Path), default=None)
+@click.option("--checkpoint", "checkpoint_dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 @click.option("--until-caught-up", is_flag=True, help="Process everything present, flush in event time, exit 0.")
 @click.option("--trigger-interval", default="1s", show_default=True, help="Micro-batch interval when streaming.")
 @click.option("--watermark-delay", type=DURATION, default="5s", show_default=True, help="Allowed out-of-orderness.")
@@ -156,9 +164,10 @@ def simulate(
 def run(
     rules_path: Path | None,
     rules_store: str | None,
-    input_dir: Path,
-    output_dir: Path,
-    checkpoint_dir: Path,
+    config_path: Path | None,
+    input_dir: Path | None,
+    output_dir: Path | None,
+    checkpoint_dir: Path | None,
     until_caught_up: bool,
     trigger_interval: str,
     watermark_delay: int,
@@ -169,14 +178,22 @@ def run(
     stop_after: float | None,
     alert_stores: tuple[str, ...],
 ) -> None:
-    """Evaluate rules (a file, or a store that may change while the job runs) over JSON-lines files from INPUT."""
+    """Evaluate rules (a file, or a store that may change while the job runs) over JSON-lines files from INPUT,
+    or run the pipeline a --config file describes (Kafka, PostgreSQL, ...)."""
     from sparkcep.rules.model import load_rules
     from sparkcep.spark.runner import Pipeline, RunConfig
     from sparkcep.spark.session import SparkSettings, get_or_create_session
     from sparkcep.store import open_store
 
+    if config_path is not None:
+        if rules_path or rules_store or input_dir or output_dir or checkpoint_dir or alert_stores:
+            raise click.UsageError("--config replaces --rules, --rules-store, --input, --output, --checkpoint")
+        _run_config(config_path, until_caught_up, stop_after)
+        return
     if (rules_path is None) == (rules_store is None):
         raise click.UsageError("give exactly one of --rules FILE and --rules-store SPEC")
+    if input_dir is None or output_dir is None or checkpoint_dir is None:
+        raise click.UsageError("give --input, --output and --checkpoint (or --config FILE)")
     try:
         rules = load_rules(rules_path) if rules_path is not None else None
         store = open_store(rules_store) if rules_store is not None else None
@@ -201,6 +218,67 @@ def run(
     data = {"spark_session_seconds": round(session_s, 3), **summary.to_json()}
     (config.output_dir / "_summary.json").parent.mkdir(parents=True, exist_ok=True)
     (config.output_dir / "_summary.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
+    _echo_json(data)
+
+
+def _run_config(config_path: Path, until_caught_up: bool, stop_after: float | None) -> None:
+    import hashlib
+
+    from sparkcep.config import load_config
+    from sparkcep.kafka.sink import KafkaBatchWriter
+    from sparkcep.rules.model import load_rules
+    from sparkcep.spark.runner import Pipeline, RunConfig
+    from sparkcep.spark.session import SparkSettings, get_or_create_session
+    from sparkcep.store import open_store
+
+    try:
+        config = load_config(config_path)
+        rules = load_rules(config.rules.file) if config.rules.file is not None else None
+        store = open_store(config.rules.store) if config.rules.store is not None else None
+        writers = []
+        kafka_sink = config.sinks.kafka
+        if kafka_sink is not None:
+            # One sink id per job: a restart of the same job (same checkpoint) continues its commit markers.
+            default_id = "job-" + hashlib.sha256(str(config.checkpoint).encode()).hexdigest()[:16]
+            writers.append(
+                KafkaBatchWriter(
+                    kafka_sink.bootstrap_servers, kafka_sink.sink_id or default_id, topics=kafka_sink.topics,
+                    topic_prefix=kafka_sink.topic_prefix, include=tuple(kafka_sink.include),
+                    marker_topic=kafka_sink.marker_topic, properties=kafka_sink.properties,
+                )
+            )  # fmt: skip
+        source = config.source
+        input_dir = source.path if source.type == "files" else config.checkpoint / "unused-input"
+        input_dir.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        settings = SparkSettings(
+            master=config.spark.master,
+            shuffle_partitions=config.spark.shuffle_partitions,
+            driver_memory=config.spark.driver_memory or SparkSettings.driver_memory,
+            extra_conf=dict(config.spark.conf),
+        )
+        spark = get_or_create_session(settings)
+        session_s = time.monotonic() - started
+        bounded = until_caught_up or config.until_caught_up
+        run_config = RunConfig(
+            input_dir=input_dir,
+            output_dir=config.sinks.files,
+            checkpoint_dir=config.checkpoint,
+            watermark_delay_ms=config.watermark_delay_ms,
+            buckets=config.buckets,
+            max_files_per_trigger=source.max_files_per_trigger if source.type == "files" else 1,
+            trigger_interval=None if bounded else _interval(config.trigger),
+            alert_stores=tuple(config.sinks.postgres),
+            kafka_source=config.kafka_options(),
+            writers=tuple(writers),
+        )
+        pipeline = Pipeline(spark, rules, run_config, store=store)
+        summary = pipeline.run_until_caught_up() if bounded else pipeline.run_streaming(stop_after)
+    except SparkcepError as exc:
+        raise click.ClickException(str(exc)) from exc
+    data = {"spark_session_seconds": round(session_s, 3), **summary.to_json()}
+    config.sinks.files.mkdir(parents=True, exist_ok=True)
+    (config.sinks.files / "_summary.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
     _echo_json(data)
 
 

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from sparkcep.alerts import key_text, record_time
+from sparkcep.alerts import KeyFields, key_values, record_time
 from sparkcep.kafka import client as kafka
 
 DEFAULT_MARKER_TOPIC = "sparkcep-sink-commits"
@@ -91,7 +91,9 @@ class KafkaBatchWriter:
             consumer.close()
         return last
 
-    def write_batch(self, batch_id: int, outputs: dict[str, list[tuple[int, str]]]) -> int:
+    def write_batch(
+        self, batch_id: int, outputs: dict[str, list[tuple[int, str]]], key_fields: KeyFields | None = None
+    ) -> int:
         producer = self._start()
         assert self._last_committed is not None
         if batch_id <= self._last_committed:
@@ -105,13 +107,16 @@ class KafkaBatchWriter:
                     continue
                 for at, payload in outputs[name]:
                     record = json.loads(payload)
-                    headers = [("event_type", name.encode())]
+                    # Event time travels in a header, not as the record timestamp: a broker's time-based retention
+                    # would delete the complex events of a replayed history as soon as they were written.
+                    headers = [("event_type", name.encode()), ("occurred_at_ms", str(record_time(record, at)).encode())]
                     if "event_id" in record:
                         headers.append(("event_id", str(record["event_id"]).encode()))
-                    key = key_text(record)
+                    # The correlation key's values ("," between several), so a consumer can join on them.
+                    values = [str(value) for _, value in key_values(record, key_fields or {})]
+                    key = ",".join(values) if values else None
                     producer.produce(
-                        topic, value=payload.encode(), key=None if key is None else key.encode(),
-                        timestamp=max(0, record_time(record, at)), headers=headers,
+                        topic, value=payload.encode(), key=None if key is None else key.encode(), headers=headers,
                     )  # fmt: skip
                     sent += 1
                     producer.poll(0)

@@ -123,16 +123,56 @@ def routed_rows(lines: DataFrame, program: Program, buckets: int) -> DataFrame:
     )
 
 
+def kafka_records(spark: SparkSession, options: dict[str, str]) -> DataFrame:
+    """``value, topic, partition, offset``: from sparkcep's Python Kafka source, or from the official connector
+    where the cluster has its jar (``implementation: spark-connector``; no aligned backfill there)."""
+    from pyspark.sql import functions as F
+
+    if options.pop("implementation", "python") != "spark-connector":
+        from sparkcep.kafka.source import SOURCE_NAME, KafkaSource
+
+        spark.dataSource.register(KafkaSource)
+        return spark.readStream.format(SOURCE_NAME).options(**options).load()
+    from sparkcep.kafka.client import KafkaError
+
+    if "alignstepms" in options:
+        raise KafkaError("aligned backfill needs implementation: python (the official connector cannot align)")
+    connector = {"kafka.bootstrap.servers": options["bootstrap.servers"], "subscribe": options["topics"]}
+    starting = options.get("startingoffsets", "earliest")
+    if starting in ("earliest", "latest"):
+        connector["startingOffsets"] = starting
+    else:
+        from sparkcep.timeutil import parse_event_time
+
+        connector["startingTimestamp"] = str(parse_event_time(starting))
+    if "maxrecordsperbatch" in options:
+        connector["maxOffsetsPerTrigger"] = options["maxrecordsperbatch"]
+    from sparkcep.kafka.client import resolve_properties
+
+    properties = {k: v for k, v in options.items() if k.startswith("kafka.") and k != "kafka.bootstrap.servers"}
+    connector.update(resolve_properties(properties))
+    try:
+        frame = spark.readStream.format("kafka").options(**connector).load()
+    except Exception as exc:  # Spark's error when the jar is missing names the data source
+        if "kafka" in str(exc).lower() and "data source" in str(exc).lower():
+            raise KafkaError(
+                "implementation 'spark-connector' needs the spark-sql-kafka connector on Spark's classpath "
+                "(not found); use implementation: python"
+            ) from None
+        raise
+    return frame.select(
+        F.col("value").cast("string").alias("value"), "topic", "partition", "offset",
+        F.unix_millis("timestamp").alias("timestamp"),
+    )  # fmt: skip
+
+
 def build_stream(spark: SparkSession, program: Program, spec: QuerySpec) -> DataFrame:
     """The whole streaming plan up to (and including) the stateful processor."""
     from pyspark.sql import functions as F
 
     no_origin = F.lit(None).cast("string").alias("origin")
     if spec.kafka_options is not None:
-        from sparkcep.kafka.source import SOURCE_NAME, KafkaSource
-
-        spark.dataSource.register(KafkaSource)
-        records = spark.readStream.format(SOURCE_NAME).options(**dict(spec.kafka_options)).load()
+        records = kafka_records(spark, dict(spec.kafka_options))
         origin = F.to_json(F.struct("topic", "partition", "offset"))
         events = records.where(F.col("value").isNotNull()).select("value", origin.alias("origin"))
     else:

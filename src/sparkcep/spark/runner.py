@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkcep.core.program import CONTROL_FIELD, Program
 from sparkcep.errors import CheckpointMismatch
-from sparkcep.rules.model import RuleSet
+from sparkcep.rules.model import RuleSet, rule_keys
 from sparkcep.spark.query import QuerySpec, build_stream
 from sparkcep.spark.rulefeed import RuleFeed, quarantine
 from sparkcep.spark.sink import (
@@ -164,7 +164,7 @@ class Pipeline:
             kafka_options=self.config.kafka_source,
         )
         stream = build_stream(self.spark, self.program, spec)
-        sink = FileSink(self.config.output_dir, self.metrics_dir, self._after_batch, self._writers())
+        sink = FileSink(self.config.output_dir, self.metrics_dir, self._after_batch, self._writers(), self._key_fields)
         writer = stream.writeStream.foreachBatch(sink)
         writer = writer.option("checkpointLocation", str(self._query_checkpoint))
         if available_now:
@@ -172,6 +172,10 @@ class Pipeline:
         else:
             writer = writer.trigger(processingTime=trigger_interval or self.config.trigger_interval or "1 second")
         return writer.start()
+
+    def _key_fields(self) -> dict[str, tuple[str, ...]]:
+        """Rule id -> the fields that key its outputs, for the rules in effect now."""
+        return {rule.id: rule_keys(rule) for rule in self.program.rules.rules}
 
     def _writers(self) -> tuple[BatchWriter, ...]:
         from sparkcep.alerts import open_alert_sinks  # needs the PostgreSQL driver

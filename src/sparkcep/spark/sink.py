@@ -11,7 +11,7 @@ import json
 import os
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -75,7 +75,9 @@ class BatchWriter(Protocol):
     per ``batch_id``: Spark runs a batch again after a crash.
     """
 
-    def write_batch(self, batch_id: int, outputs: dict[str, list[tuple[int, str]]]) -> int: ...
+    def write_batch(
+        self, batch_id: int, outputs: dict[str, list[tuple[int, str]]], key_fields: Mapping[str, tuple[str, ...]]
+    ) -> int: ...
 
 
 class FileSink:
@@ -91,11 +93,13 @@ class FileSink:
         metrics_dir: Path,
         after_batch: Callable[[BatchMetrics], None] | None = None,
         writers: tuple[BatchWriter, ...] = (),
+        key_fields: Callable[[], Mapping[str, tuple[str, ...]]] = dict,
     ) -> None:
         self.output_dir = output_dir
         self.metrics_dir = metrics_dir
         self.after_batch = after_batch
         self.writers = writers
+        self.key_fields = key_fields  # rule id -> key fields of the rules in effect (they change with a store)
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         started = time.perf_counter()
@@ -120,8 +124,10 @@ class FileSink:
                 metrics.by_type[name] = len(items)
             text = "".join(payload + "\n" for _, payload in items)
             write_atomically(self.output_dir / name / f"part-{batch_id:08d}.jsonl", text)
-        for writer in self.writers:
-            writer.write_batch(batch_id, by_name)
+        if self.writers:
+            fields = self.key_fields()
+            for writer in self.writers:
+                writer.write_batch(batch_id, by_name, fields)
         metrics.collect_s = collected - started
         metrics.write_s = time.perf_counter() - collected
         metrics.written_at = time.time()

@@ -1,0 +1,223 @@
+"""Pipeline configuration files: ``sparkcep run --config pipeline.yaml``.
+
+::
+
+    source:
+      type: kafka                       # or: files (path: DIR, max_files_per_trigger: 1)
+      bootstrap_servers: 127.0.0.1:9092
+      topics: [orders]
+      starting_offsets: earliest        # latest, or an event time (ISO-8601 or epoch ms)
+      max_records_per_batch: 200000
+      backfill: {aligned: true, step: 10m}   # every partition advances to the same event-time horizon
+      properties: {security.protocol: SASL_SSL, sasl.mechanism: PLAIN, sasl.username: cep,
+                   sasl.password: env:KAFKA_PASSWORD}
+      implementation: python            # or: spark-connector (the official jar, where the cluster has it)
+    rules: {store: postgresql://cep@db:5432/rules}     # or: {file: rules.json}
+    sinks:
+      files: out/                       # always: outputs, _late/, _deadletter/, _errors/, _summary.json
+      kafka: {bootstrap_servers: 127.0.0.1:9092, topic_prefix: "cep.", include: [_deadletter]}
+      postgres: [postgresql://cep@db:5432/alerts]
+    checkpoint: ck/
+    watermark_delay: 5s
+    trigger: 1s                         # or: until_caught_up
+    buckets: 32
+    spark: {master: "local[2]", shuffle_partitions: 2, conf: {spark.sql.session.timeZone: UTC}}
+
+Secrets never go in the file: Kafka properties that look secret must be ``env:VARIABLE`` (read where the
+client is created), PostgreSQL passwords come from ``PGPASSWORD`` or ``~/.pgpass``. Relative paths are relative
+to the file. Errors name the file, the field, what was expected and what came.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from sparkcep.errors import DurationError, SparkcepError
+from sparkcep.kafka.client import KafkaError, check_no_inline_secrets
+from sparkcep.timeutil import parse_duration
+
+
+class ConfigError(SparkcepError):
+    """A pipeline configuration file is invalid."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _duration(value: object) -> int:
+    if isinstance(value, str | int) and not isinstance(value, bool):
+        ms = parse_duration(value)
+        if ms > 0:
+            return ms
+    raise DurationError(f"expected a positive duration such as '5s' or '10m', got {value!r}")
+
+
+class FilesSource(_Strict):
+    type: Literal["files"]
+    path: Path
+    max_files_per_trigger: int = Field(default=1, ge=1)
+
+
+class Backfill(_Strict):
+    aligned: bool = True
+    step_ms: int = Field(default=600_000, alias="step")
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    _step = field_validator("step_ms", mode="before")(_duration)
+
+
+class KafkaSource(_Strict):
+    type: Literal["kafka"]
+    bootstrap_servers: str
+    topics: list[str] = Field(min_length=1)
+    starting_offsets: str = "earliest"
+    max_records_per_batch: int | None = Field(default=None, ge=1)
+    time_field_fallback: bool = True  # events without the time field take the record timestamp
+    backfill: Backfill | None = None
+    properties: dict[str, str] = Field(default_factory=dict)
+    implementation: Literal["python", "spark-connector"] = "python"
+
+    @field_validator("properties")
+    @classmethod
+    def _no_inline_secrets(cls, value: dict[str, str]) -> dict[str, str]:
+        try:
+            check_no_inline_secrets(value, "source.properties")
+        except KafkaError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+
+class KafkaSink(_Strict):
+    bootstrap_servers: str
+    sink_id: str | None = None  # default: derived from the checkpoint path
+    topic_prefix: str = ""
+    topics: dict[str, str] = Field(default_factory=dict)
+    include: list[str] = Field(default_factory=list)
+    marker_topic: str = "sparkcep-sink-commits"
+    properties: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("properties")
+    @classmethod
+    def _no_inline_secrets(cls, value: dict[str, str]) -> dict[str, str]:
+        try:
+            check_no_inline_secrets(value, "sinks.kafka.properties")
+        except KafkaError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+
+class Sinks(_Strict):
+    files: Path
+    kafka: KafkaSink | None = None
+    postgres: list[str] = Field(default_factory=list)
+
+    @field_validator("postgres")
+    @classmethod
+    def _no_passwords(cls, value: list[str]) -> list[str]:
+        from urllib.parse import urlsplit
+
+        for url in value:
+            if not url.startswith(("postgresql://", "postgres://")):
+                raise ValueError(f"expected 'postgresql://user@host:port/db', got {url!r}")
+            if urlsplit(url).password is not None:
+                raise ValueError("a URL without password (it comes from PGPASSWORD or ~/.pgpass)")
+        return value
+
+
+class Rules(_Strict):
+    file: Path | None = None
+    store: str | None = None
+
+
+class SparkSettingsConfig(_Strict):
+    master: str = "local[2]"
+    shuffle_partitions: int = Field(default=2, ge=1)
+    driver_memory: str | None = None
+    conf: dict[str, str] = Field(default_factory=dict)
+
+
+class PipelineConfig(_Strict):
+    source: Annotated[FilesSource | KafkaSource, Field(discriminator="type")]
+    rules: Rules
+    sinks: Sinks
+    checkpoint: Path
+    watermark_delay_ms: int = Field(default=5_000, alias="watermark_delay")
+    trigger: str = "1s"
+    buckets: int = Field(default=32, ge=1)
+    spark: SparkSettingsConfig = SparkSettingsConfig()
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    _delay = field_validator("watermark_delay_ms", mode="before")(_duration)
+
+    @field_validator("trigger")
+    @classmethod
+    def _trigger(cls, value: str) -> str:
+        if value != "until_caught_up":
+            _duration(value)
+        return value
+
+    @property
+    def until_caught_up(self) -> bool:
+        return self.trigger == "until_caught_up"
+
+    def kafka_options(self) -> tuple[tuple[str, str], ...] | None:
+        """The Kafka source's options as the Spark reader takes them."""
+        source = self.source
+        if not isinstance(source, KafkaSource):
+            return None
+        options = {"bootstrap.servers": source.bootstrap_servers, "topics": ",".join(source.topics),
+                   "startingoffsets": source.starting_offsets}  # fmt: skip
+        if source.max_records_per_batch is not None:
+            options["maxrecordsperbatch"] = str(source.max_records_per_batch)
+        if source.backfill is not None and source.backfill.aligned:
+            options["alignstepms"] = str(source.backfill.step_ms)
+        if source.implementation == "spark-connector":
+            options["implementation"] = "spark-connector"
+        options.update({f"kafka.{name}": value for name, value in source.properties.items()})
+        return tuple(sorted(options.items()))
+
+
+def _resolve(base: Path, path: Path) -> Path:
+    return path if path.is_absolute() else (base / path).resolve()
+
+
+def load_config(path: str | Path) -> PipelineConfig:
+    """Read and validate a pipeline file (YAML or JSON); relative paths become relative to the file."""
+    import yaml
+
+    path = Path(path)
+    try:
+        raw: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: expected a readable YAML file, got {type(exc).__name__}: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping with source, rules, sinks and checkpoint, got {raw!r}")
+    try:
+        config = PipelineConfig.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = [str(part) for part in first["loc"] if part not in ("kafka", "files") or first["loc"][0] != "source"]
+        field = ".".join(loc) or "<top level>"
+        got = first.get("input")
+        expected = str(first["msg"]).removeprefix("Value error, ")
+        if first["type"] == "missing":
+            expected, got = "a value (the field is required)", None
+        if any(part in ("properties", "postgres", "store") for part in loc):
+            got = "<not shown: it may hold a secret>"
+        raise ConfigError(f"{path}, field {field!r}: {expected.removeprefix('expected ')}, got {got!r}") from None
+    if (config.rules.file is None) == (config.rules.store is None):
+        raise ConfigError(f"{path}, field 'rules': expected exactly one of 'file' and 'store', got {raw['rules']!r}")
+    base = path.resolve().parent
+    updates: dict[str, Any] = {
+        "checkpoint": _resolve(base, config.checkpoint),
+        "sinks": config.sinks.model_copy(update={"files": _resolve(base, config.sinks.files)}),
+    }
+    if config.rules.file is not None:
+        updates["rules"] = Rules(file=_resolve(base, config.rules.file))
+    if isinstance(config.source, FilesSource):
+        updates["source"] = config.source.model_copy(update={"path": _resolve(base, config.source.path)})
+    return config.model_copy(update=updates)

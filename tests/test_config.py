@@ -1,0 +1,82 @@
+"""Pipeline configuration files: validation with named fields, secrets kept out, paths relative to the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sparkcep.config import ConfigError, FilesSource, load_config
+
+KAFKA = """
+source:
+  type: kafka
+  bootstrap_servers: 127.0.0.1:9092
+  topics: [orders, parcels]
+  starting_offsets: "2024-01-01T00:00:00Z"
+  max_records_per_batch: 50000
+  backfill: {aligned: true, step: 10m}
+  properties: {security.protocol: SASL_PLAINTEXT, sasl.username: cep, sasl.password: "env:KAFKA_PASSWORD"}
+rules: {store: "postgresql://cep@127.0.0.1:5432/rules"}
+sinks:
+  files: out
+  kafka: {bootstrap_servers: 127.0.0.1:9092, topic_prefix: "cep.", include: [_deadletter]}
+  postgres: ["postgresql://cep@127.0.0.1:5432/alerts"]
+checkpoint: ck
+watermark_delay: 10s
+trigger: until_caught_up
+spark: {master: "local[2]", conf: {spark.ui.enabled: "false"}}
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_a_kafka_pipeline_file_becomes_source_options_and_absolute_paths(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, KAFKA))
+    assert config.until_caught_up and config.watermark_delay_ms == 10_000
+    assert config.checkpoint == tmp_path / "ck" and config.sinks.files == tmp_path / "out"
+    assert dict(config.kafka_options() or ()) == {
+        "bootstrap.servers": "127.0.0.1:9092",
+        "topics": "orders,parcels",
+        "startingoffsets": "2024-01-01T00:00:00Z",
+        "maxrecordsperbatch": "50000",
+        "alignstepms": "600000",
+        "kafka.security.protocol": "SASL_PLAINTEXT",
+        "kafka.sasl.username": "cep",
+        "kafka.sasl.password": "env:KAFKA_PASSWORD",  # resolved only where the client is created
+    }
+
+
+def test_a_files_pipeline(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, "source: {type: files, path: in}\nrules: {file: r.json}\n"
+                                          "sinks: {files: out}\ncheckpoint: ck\n"))  # fmt: skip
+    assert isinstance(config.source, FilesSource) and config.source.path == tmp_path / "in"
+    assert config.rules.file == tmp_path / "r.json" and config.kafka_options() is None and config.trigger == "1s"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("topics: [orders, parcels]", "topics: []"), "field 'source.topics'"),
+        (('sasl.password: "env:KAFKA_PASSWORD"', "sasl.password: hunter2"), "looks secret"),
+        (("cep@127.0.0.1:5432/alerts", "cep:hunter2@127.0.0.1:5432/alerts"), "without password"),
+        (("watermark_delay: 10s", "watermark_delay: soon"), "field 'watermark_delay'"),
+        (("trigger: until_caught_up", "trigger: often"), "field 'trigger'"),
+        (("type: kafka", "type: pigeons"), "field 'source'"),
+        (("checkpoint: ck", "checkpoint_dir: ck"), "checkpoint"),
+        (('rules: {store: "postgresql://cep@127.0.0.1:5432/rules"}', "rules: {}"), "exactly one of 'file' and 'store'"),
+    ],
+)
+def test_errors_name_the_file_and_the_field_and_never_echo_secrets(
+    tmp_path: Path, change: tuple[str, str], message: str
+) -> None:
+    text = KAFKA.replace(*change)
+    assert text != KAFKA
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, text))
+    assert str(tmp_path / "pipeline.yaml") in str(caught.value) and message in str(caught.value)
+    assert "hunter2" not in str(caught.value)

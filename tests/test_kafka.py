@@ -1,0 +1,186 @@
+"""Kafka in and out, PostgreSQL rule and alert stores, against real servers the tests start on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from test_spark import wait_for
+
+from sparkcep import oracle
+from sparkcep.outputs import canonical, read_all_outputs, read_jsonl_dir
+from sparkcep.rules.model import load_rules
+from sparkcep.simulate import generate_devices, generate_orders
+from sparkcep.spark.runner import Pipeline, RunConfig
+from sparkcep.timeutil import parse_event_time
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = pytest.mark.spark
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    # Events of 2024 are older than a broker's default retention: keep them, or they vanish mid-test.
+    new = NewTopic(topic, num_partitions=partitions, replication_factor=1, config={"retention.ms": "-1"})
+    for future in admin.create_topics([new]).values():
+        future.result()
+
+
+def produce(bootstrap: str, topic: str, records: list[tuple[int, str]], time_field: str = "occurred_at") -> None:
+    """``(partition, value)`` records; the record timestamp carries the event time where there is one."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for partition, value in records:
+        try:
+            timestamp = parse_event_time(json.loads(value)[time_field])
+        except (ValueError, KeyError, TypeError):
+            timestamp = 0
+        producer.produce(topic, value=value.encode(), partition=partition, timestamp=timestamp)
+    producer.flush()
+
+
+def consume_all(bootstrap: str, topic: str) -> list[Any]:
+    """Every committed record of a topic (read_committed), as messages."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-reader", "enable.auto.commit": False,
+                         "isolation.level": "read_committed", "enable.partition.eof": True})  # fmt: skip
+    found = []
+    try:
+        info = consumer.list_topics(topic, timeout=10).topics[topic]
+        for partition in sorted(info.partitions):
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+            if high == 0:
+                continue
+            consumer.assign([TopicPartition(topic, partition, 0)])
+            while True:
+                message = consumer.poll(10)
+                if message is None or message.error() is not None:
+                    break
+                found.append(message)
+    finally:
+        consumer.close()
+    return found
+
+
+def lines_of(directory: Path) -> list[str]:
+    return [line for path in sorted(directory.glob("*.jsonl")) for line in path.read_text().splitlines() if line]
+
+
+def test_kafka_to_kafka_and_postgres_survives_a_hard_kill_without_loss_or_duplicates(
+    kafka: str, postgres_db: str, postgres: str, tmp_path: Path
+) -> None:
+    from servers import fresh_database
+
+    from sparkcep.alerts import PostgresAlertStore
+    from sparkcep.store import open_store
+
+    generate_orders(tmp_path / "gen", 5_000, seed=21, files=1, mean_gap_ms=1_200_000)
+    lines = lines_of(tmp_path / "gen")
+    bad = ["not json at all", '{"event_type": "ORDER_CREATED", "event_id": "x1"}']
+    topic = "orders-e2e"
+    create_topic(kafka, topic, 2)
+    produce(kafka, topic, [(i % 2, line) for i, line in enumerate(lines)] + [(0, bad[0]), (1, bad[1])])
+    store = open_store(postgres_db)  # the rules live in PostgreSQL
+    store.import_file(ROOT / "examples" / "orders.rules.json")
+    alerts_db = fresh_database(postgres)
+    config = tmp_path / "pipeline.yaml"
+    config.write_text(
+        f"""
+source: {{type: kafka, bootstrap_servers: "{kafka}", topics: [{topic}], max_records_per_batch: 700}}
+rules: {{store: "{postgres_db}"}}
+sinks:
+  files: out
+  kafka: {{bootstrap_servers: "{kafka}", topic_prefix: "cep.", include: [_deadletter]}}
+  postgres: ["{alerts_db}"]
+checkpoint: ck
+trigger: until_caught_up
+buckets: 8
+"""
+    )
+    args = [sys.executable, "-m", "sparkcep.cli", "run", "--config", str(config)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    first = subprocess.Popen(
+        args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    metrics = tmp_path / "ck" / "sparkcep" / "metrics"
+    try:
+        wait_for(lambda: len(list(metrics.glob("batch-*.json"))) >= 3 or first.poll() is not None, 300)
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)  # the JVM too: nothing gets to finish cleanly
+        first.wait()
+    assert 3 <= len(list(metrics.glob("batch-*.json"))) < 8, "the kill must land mid-way"
+    second = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900, check=False)
+    assert second.returncode == 0, second.stderr[-3000:]
+
+    expected = canonical(oracle.evaluate(load_rules(ROOT / "examples" / "orders.rules.json"), lines).outputs)
+    assert {r["event_type"] for r in expected} == {"ALL_PARCELS_SHIPPED", "THRESHOLD_EXCEEDED"}
+    assert read_all_outputs(tmp_path / "out") == expected
+    in_kafka = [m for name in ("ALL_PARCELS_SHIPPED", "THRESHOLD_EXCEEDED") for m in consume_all(kafka, f"cep.{name}")]
+    ids = [json.loads(m.value())["event_id"] for m in in_kafka]
+    assert len(ids) == len(set(ids)) == len(expected), "Kafka holds every complex event exactly once"
+    assert set(ids) == {r["event_id"] for r in expected}
+    assert {m.key().decode() for m in in_kafka} == {r["order_number"] for r in expected}  # keyed by the order
+    one = expected[0]
+    by_key = PostgresAlertStore(alerts_db).query(key=f"order_number={one['order_number']}")
+    assert [r["event_id"] for r in by_key] == [
+        r["event_id"] for r in expected if r["order_number"] == one["order_number"]
+    ]
+    assert PostgresAlertStore(alerts_db).count() == len(expected)
+    dead = read_jsonl_dir(tmp_path / "out" / "_deadletter")
+    assert sorted(d["line"] for d in dead) == sorted(bad)
+    assert all(d["origin"]["topic"] == topic and d["origin"]["offset"] >= 0 for d in dead)
+    assert len(consume_all(kafka, "cep._deadletter")) == 2
+
+
+def test_a_skewed_backfill_aligned_in_event_time_equals_the_live_output(
+    spark: SparkSession, kafka: str, tmp_path: Path
+) -> None:
+    sim = generate_devices(tmp_path / "gen", 4_000, seed=5, files=1)
+    lines = lines_of(tmp_path / "gen")
+    assert sim.events > 0
+    rules = load_rules(ROOT / "examples" / "devices.rules.json")
+    times = sorted(parse_event_time(json.loads(line)["occurred_at"]) for line in lines)
+    middle = times[len(times) // 2]
+    # Partition 0 holds only the second half of event time, partition 1 all of it: read at equal rates, 0
+    # would run far ahead of 1 in event time.
+    records = []
+    for line in lines:
+        event = json.loads(line)
+        late_half = parse_event_time(event["occurred_at"]) >= middle
+        records.append((0 if late_half and zlib.crc32(event["device_id"].encode()) % 2 else 1, line))
+    records.sort(key=lambda item: parse_event_time(json.loads(item[1])["occurred_at"]))
+    topic = "tracks-skewed"
+    create_topic(kafka, topic, 2)
+    produce(kafka, topic, records)
+    expected = canonical(oracle.evaluate(rules, lines).outputs)
+
+    def backfill(name: str, aligned: bool) -> tuple[list[dict[str, Any]], int]:
+        """Outputs and late events of a bounded run over the whole topic."""
+        options = {"bootstrap.servers": kafka, "topics": topic, "maxrecordsperbatch": "600"}
+        if aligned:
+            options["alignstepms"] = str(30 * 60_000)
+        config = RunConfig(tmp_path / "unused", tmp_path / name / "out", tmp_path / name / "ck", buckets=4,
+                           kafka_source=tuple(options.items()))  # fmt: skip
+        summary = Pipeline(spark, rules, config).run_until_caught_up()
+        assert summary.accepted == len(lines)
+        return read_all_outputs(tmp_path / name / "out"), summary.late
+
+    aligned_out, aligned_late = backfill("aligned", aligned=True)
+    assert aligned_late == 0
+    assert aligned_out == expected
+    unaligned_out, unaligned_late = backfill("unaligned", aligned=False)
+    assert unaligned_late > 0 and unaligned_out != expected  # what alignment prevents
