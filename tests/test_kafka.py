@@ -184,3 +184,14 @@ def test_a_skewed_backfill_aligned_in_event_time_equals_the_live_output(
     assert aligned_out == expected
     unaligned_out, unaligned_late = backfill("unaligned", aligned=False)
     assert unaligned_late > 0 and unaligned_out != expected  # what alignment prevents
+
+
+def test_the_official_connector_switch_says_what_is_missing(spark: SparkSession) -> None:
+    from sparkcep.kafka.client import KafkaError
+    from sparkcep.spark.query import kafka_records
+
+    options = {"bootstrap.servers": "127.0.0.1:1", "topics": "t", "implementation": "spark-connector"}
+    with pytest.raises(KafkaError, match="spark-sql-kafka connector"):
+        kafka_records(spark, dict(options)).writeStream.format("noop").start().stop()
+    with pytest.raises(KafkaError, match="aligned backfill needs implementation: python"):
+        kafka_records(spark, {**options, "alignstepms": "60000"})
