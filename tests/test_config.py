@@ -48,6 +48,7 @@ def test_a_kafka_pipeline_file_becomes_source_options_and_absolute_paths(tmp_pat
         "kafka.security.protocol": "SASL_PLAINTEXT",
         "kafka.sasl.username": "cep",
         "kafka.sasl.password": "env:KAFKA_PASSWORD",  # resolved only where the client is created
+        "timefallback": "true",  # events without the time field take the record timestamp
     }
 
 

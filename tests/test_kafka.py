@@ -38,14 +38,21 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         future.result()
 
 
-def produce(bootstrap: str, topic: str, records: list[tuple[int, str]], time_field: str = "occurred_at") -> None:
-    """``(partition, value)`` records; the record timestamp carries the event time where there is one."""
+def produce(
+    bootstrap: str,
+    topic: str,
+    records: list[tuple[int, str]],
+    time_field: str = "occurred_at",
+    timestamps: dict[str, int] | None = None,
+) -> None:
+    """``(partition, value)`` records; the record timestamp carries the event time (from the value, or from
+    ``timestamps`` by value)."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for partition, value in records:
         try:
-            timestamp = parse_event_time(json.loads(value)[time_field])
+            timestamp = (timestamps or {}).get(value) or parse_event_time(json.loads(value)[time_field])
         except (ValueError, KeyError, TypeError):
             timestamp = 0
         producer.produce(topic, value=value.encode(), partition=partition, timestamp=timestamp)
@@ -91,9 +98,14 @@ def test_kafka_to_kafka_and_postgres_survives_a_hard_kill_without_loss_or_duplic
     generate_orders(tmp_path / "gen", 5_000, seed=21, files=1, mean_gap_ms=1_200_000)
     lines = lines_of(tmp_path / "gen")
     bad = ["not json at all", '{"event_type": "ORDER_CREATED", "event_id": "x1"}']
+    # One event without its time field: it takes the record timestamp (its event time) instead.
+    untimed = json.loads(lines[10])
+    when = parse_event_time(untimed.pop("occurred_at"))
+    sent = [*lines[:10], json.dumps(untimed), *lines[11:]]
     topic = "orders-e2e"
     create_topic(kafka, topic, 2)
-    produce(kafka, topic, [(i % 2, line) for i, line in enumerate(lines)] + [(0, bad[0]), (1, bad[1])])
+    records = [(i % 2, line) for i, line in enumerate(sent)] + [(0, bad[0]), (1, bad[1])]
+    produce(kafka, topic, records, timestamps={sent[10]: when, bad[1]: when})
     store = open_store(postgres_db)  # the rules live in PostgreSQL
     store.import_file(ROOT / "examples" / "orders.rules.json")
     alerts_db = fresh_database(postgres)
@@ -141,7 +153,9 @@ buckets: 8
     ]
     assert PostgresAlertStore(alerts_db).count() == len(expected)
     dead = read_jsonl_dir(tmp_path / "out" / "_deadletter")
-    assert sorted(d["line"] for d in dead) == sorted(bad)
+    assert sorted(d["line"] for d in dead)[1] == bad[0]
+    # The line as the engine saw it: its missing time was filled in from the record timestamp.
+    assert json.loads(sorted(d["line"] for d in dead)[0]) == {**json.loads(bad[1]), "occurred_at": when}
     assert all(d["origin"]["topic"] == topic and d["origin"]["offset"] >= 0 for d in dead)
     assert len(consume_all(kafka, "cep._deadletter")) == 2
 
@@ -195,3 +209,39 @@ def test_the_official_connector_switch_says_what_is_missing(spark: SparkSession)
         kafka_records(spark, dict(options)).writeStream.format("noop").start().stop()
     with pytest.raises(KafkaError, match="aligned backfill needs implementation: python"):
         kafka_records(spark, {**options, "alignstepms": "60000"})
+
+
+def test_the_reader_plans_starting_offsets_caps_and_aligned_horizons(kafka: str) -> None:
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+    from sparkcep.kafka.source import KafkaStreamReader, ReaderOptions
+
+    t0 = parse_event_time("2024-01-01T00:00:00Z")
+    topic = "reader-plans"
+    create_topic(kafka, topic, 2)
+    # Partition 0: one record a second from t0; partition 1: the same, starting an hour later.
+    records = [
+        (p, json.dumps({"n": i, "occurred_at": t0 + p * 3_600_000 + i * 1000})) for p in (0, 1) for i in range(10)
+    ]
+    produce(kafka, topic, records)
+
+    def reader(**options: str) -> KafkaStreamReader:
+        return KafkaStreamReader(ReaderOptions.parse({"bootstrap.servers": kafka, "topics": topic, **options}))
+
+    start = reader().initialOffset()
+    assert start == {f"{topic}:0": 0, f"{topic}:1": 0}
+    assert reader(startingoffsets="latest").initialOffset() == {f"{topic}:0": 10, f"{topic}:1": 10}
+    by_time = reader(startingoffsets=str(t0 + 3_600_000 + 4_500)).initialOffset()
+    assert by_time == {f"{topic}:0": 10, f"{topic}:1": 5}  # partition 0 has nothing that late
+    assert reader().latestOffset(start, ReadMaxRows(7)) == {f"{topic}:0": 4, f"{topic}:1": 3}
+    assert reader().latestOffset(start, ReadAllAvailable()) == {f"{topic}:0": 10, f"{topic}:1": 10}
+    aligned = reader(alignstepms="3000")
+    first = aligned.latestOffset(start, ReadAllAvailable())
+    assert first == {f"{topic}:0": 3, f"{topic}:1": 0}  # partition 1 waits: it is an hour ahead
+    ranges = aligned.partitions(start, first)
+    assert [(r.partition, r.start, r.end) for r in ranges] == [(0, 0, 3)]
+    rows = list(aligned.read(ranges[0]))
+    assert [(row[2], row[3]) for row in rows] == [(0, 0), (0, 1), (0, 2)]
+    assert json.loads(rows[0][0])["n"] == 0 and rows[0][4] == t0
+    untimed = reader(timefield="eventTime")
+    assert json.loads(next(iter(untimed.read(ranges[0])))[0])["eventTime"] == t0  # from the record timestamp

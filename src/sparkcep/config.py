@@ -177,6 +177,8 @@ class PipelineConfig(_Strict):
             options["alignstepms"] = str(source.backfill.step_ms)
         if source.implementation == "spark-connector":
             options["implementation"] = "spark-connector"
+        if source.time_field_fallback:
+            options["timefallback"] = "true"  # the pipeline adds the rule file's time field
         options.update({f"kafka.{name}": value for name, value in source.properties.items()})
         return tuple(sorted(options.items()))
 

@@ -88,11 +88,21 @@ class KafkaStreamReader(DataSourceStreamReader):
     def __init__(self, options: ReaderOptions) -> None:
         self.options = options
         self._client: Any = None
+        self._timestamps: dict[tuple[str, int], int] = {}
 
     def _consumer(self) -> Any:
         if self._client is None:
-            self._client = kafka.consumer(self.options.bootstrap, self.options.properties)
+            # Lookups read single records: do not let the broker hold a fetch for more data.
+            self._client = kafka.consumer(self.options.bootstrap, self.options.properties, **{"fetch.wait.max.ms": 10})
         return self._client
+
+    def _timestamp_at(self, name: str, offset: int) -> int:
+        # A record's timestamp never changes: remember it (alignment asks for the same offsets again and again).
+        cached = self._timestamps.get((name, offset))
+        if cached is None:
+            cached = kafka.timestamp_at(self._consumer(), *split_name(name), offset)
+            self._timestamps[(name, offset)] = cached
+        return cached
 
     def initialOffset(self) -> dict[str, int]:
         client = self._consumer()
@@ -126,7 +136,7 @@ class KafkaStreamReader(DataSourceStreamReader):
                 known,
                 end,
                 self.options.align_step_ms,
-                lambda name, offset: kafka.timestamp_at(client, *split_name(name), offset),
+                self._timestamp_at,
                 lambda name, ms: kafka.offset_for_time(client, *split_name(name), ms, end[name]),
             )
         if isinstance(limit, ReadMaxRows):

@@ -161,7 +161,7 @@ class Pipeline:
             buckets=self.config.buckets,
             max_files_per_trigger=self.config.max_files_per_trigger,
             rules_seq=self.rules_seq,
-            kafka_options=self.config.kafka_source,
+            kafka_options=self._kafka_options(),
         )
         stream = build_stream(self.spark, self.program, spec)
         sink = FileSink(self.config.output_dir, self.metrics_dir, self._after_batch, self._writers(), self._key_fields)
@@ -172,6 +172,16 @@ class Pipeline:
         else:
             writer = writer.trigger(processingTime=trigger_interval or self.config.trigger_interval or "1 second")
         return writer.start()
+
+    def _kafka_options(self) -> tuple[tuple[str, str], ...] | None:
+        """The Kafka source's options; with the time fallback on, events without the rules' time field take
+        the record timestamp."""
+        if self.config.kafka_source is None:
+            return None
+        options = dict(self.config.kafka_source)
+        if options.pop("timefallback", "false") == "true":
+            options["timefield"] = self.program.time_field
+        return tuple(sorted(options.items()))
 
     def _key_fields(self) -> dict[str, tuple[str, ...]]:
         """Rule id -> the fields that key its outputs, for the rules in effect now."""
