@@ -115,7 +115,8 @@ def main() -> None:
     args = parser.parse_args()
     base = args.workdir
     shutil.rmtree(base, ignore_errors=True)
-    gap = 30 * DAY_MS // args.events  # 30 days of event time
+    # One order every `gap` ms, about 3.5 events per order (creation, parcels, redeliveries): 30 days in all.
+    gap = 30 * DAY_MS * 7 // (2 * args.events)
     sim = generate_orders(base / "gen", args.events, seed=42, files=1, mean_gap_ms=gap)
     lines = [line for path in sorted((base / "gen").glob("*.jsonl")) for line in path.read_text().splitlines()]
     expected = canonical(oracle.evaluate(load_rules(RULES), lines).outputs)
