@@ -56,3 +56,13 @@ def kafka() -> Iterator[str]:
         pytest.skip("the noida-db broker is not installed (scripts/setup installs it from requirements.lock)")
     with kafka_broker() as bootstrap:
         yield bootstrap
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked slow run only when asked for (``-m slow``)."""
+    if "slow" in (config.getoption("-m") or ""):
+        return
+    skip = pytest.mark.skip(reason="marked slow: run with -m slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
