@@ -9,11 +9,11 @@ dashboard makes: by rule, by key and by time (newest first).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
+from sparkcep.store.postgres import apply_migrations, connect, refuse_password
 from sparkcep.store.records import StoreError, now_iso
 from sparkcep.timeutil import parse_event_time
 
@@ -64,38 +64,17 @@ class PostgresAlertStore:
     """Upserts output records of one job (or many) into ``sparkcep_alerts``; also answers dashboard queries."""
 
     def __init__(self, url: str) -> None:
-        if urlsplit(url).password is not None:
-            raise StoreError("alert store URL: put the password in PGPASSWORD (or ~/.pgpass), not in the URL")
+        refuse_password(url, "alert store")
         self.url = url
-        self._migrate()
+        with self._connection() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))  # jobs starting together migrate once
+            apply_migrations(conn, f"alert store {url}", "sparkcep_alert_schema", MIGRATIONS)
 
     def __repr__(self) -> str:
         return f"PostgresAlertStore({self.url!r})"
 
-    @contextmanager
-    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
-        import psycopg
-
-        try:
-            with psycopg.connect(self.url, connect_timeout=10) as conn:
-                yield conn
-        except psycopg.Error as exc:
-            raise StoreError(f"alert store {self.url}: {type(exc).__name__}: {exc}".strip()) from exc
-
-    def _migrate(self) -> None:
-        with self._connection() as conn, conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS sparkcep_alert_schema (version INTEGER PRIMARY KEY, applied_at TEXT)"
-            )
-            row = conn.execute("SELECT COALESCE(MAX(version), 0) FROM sparkcep_alert_schema").fetchone()
-            applied = int(row[0]) if row else 0
-            if applied > len(MIGRATIONS):
-                raise StoreError(f"alert store {self.url} has schema version {applied}; upgrade sparkcep")
-            for number in range(applied + 1, len(MIGRATIONS) + 1):
-                for statement in MIGRATIONS[number - 1]:
-                    conn.execute(statement)  # fixed text, not user input
-                conn.execute("INSERT INTO sparkcep_alert_schema VALUES (%s, %s)", (number, now_iso()))
+    def _connection(self) -> AbstractContextManager[psycopg.Connection[Any]]:
+        return connect(self.url, "alert store")
 
     def write_batch(
         self, batch_id: int, outputs: dict[str, list[tuple[int, str]]], key_fields: KeyFields | None = None

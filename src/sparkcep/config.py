@@ -56,6 +56,14 @@ def _duration(value: object) -> int:
     raise DurationError(f"expected a positive duration such as '5s' or '10m', got {value!r}")
 
 
+def _no_inline_secrets(properties: dict[str, str], where: str) -> dict[str, str]:
+    try:
+        check_no_inline_secrets(properties, where)
+    except KafkaError as exc:
+        raise ValueError(str(exc)) from None
+    return properties
+
+
 class FilesSource(_Strict):
     type: Literal["files"]
     path: Path
@@ -81,14 +89,7 @@ class KafkaSource(_Strict):
     properties: dict[str, str] = Field(default_factory=dict)
     implementation: Literal["python", "spark-connector"] = "python"
 
-    @field_validator("properties")
-    @classmethod
-    def _no_inline_secrets(cls, value: dict[str, str]) -> dict[str, str]:
-        try:
-            check_no_inline_secrets(value, "source.properties")
-        except KafkaError as exc:
-            raise ValueError(str(exc)) from None
-        return value
+    _secrets = field_validator("properties")(lambda value: _no_inline_secrets(value, "source.properties"))
 
 
 class KafkaSink(_Strict):
@@ -100,14 +101,7 @@ class KafkaSink(_Strict):
     marker_topic: str = "sparkcep-sink-commits"
     properties: dict[str, str] = Field(default_factory=dict)
 
-    @field_validator("properties")
-    @classmethod
-    def _no_inline_secrets(cls, value: dict[str, str]) -> dict[str, str]:
-        try:
-            check_no_inline_secrets(value, "sinks.kafka.properties")
-        except KafkaError as exc:
-            raise ValueError(str(exc)) from None
-        return value
+    _secrets = field_validator("properties")(lambda value: _no_inline_secrets(value, "sinks.kafka.properties"))
 
 
 class Sinks(_Strict):

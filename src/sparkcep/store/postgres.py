@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -58,29 +58,58 @@ def redacted(url: str) -> str:
     return parts._replace(netloc=f"{user}{host}{port}").geturl()
 
 
+def refuse_password(url: str, what: str) -> None:
+    """Passwords never go in a URL (shell history, logs, listings): libpq reads PGPASSWORD or ~/.pgpass."""
+    if urlsplit(url).password is not None:
+        raise StoreError(f"{what} {redacted(url)}: put the password in PGPASSWORD (or ~/.pgpass), not in the URL")
+
+
+@contextmanager
+def connect(url: str, what: str) -> Iterator[psycopg.Connection[Any]]:
+    """A connection whose driver errors become StoreError naming ``what`` (e.g. "rule store") and the URL."""
+    import psycopg  # only stores that use PostgreSQL need the driver
+
+    try:
+        with psycopg.connect(url, connect_timeout=10) as conn:
+            yield conn
+    except psycopg.Error as exc:
+        raise StoreError(f"{what} {url}: {type(exc).__name__}: {exc}".strip()) from exc
+
+
+def applied_version(conn: psycopg.Connection[Any], version_table: str) -> int:
+    row = conn.execute(f"SELECT COALESCE(MAX(version), 0) FROM {version_table}").fetchone()  # noqa: S608  # fixed names
+    return int(row[0]) if row else 0
+
+
+def apply_migrations(
+    conn: psycopg.Connection[Any], what: str, version_table: str, migrations: list[tuple[str, ...]]
+) -> None:
+    """Inside the caller's locked transaction: the numbered migrations not applied yet, each recorded."""
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {version_table} (version INTEGER PRIMARY KEY, applied_at TEXT)")
+    applied = applied_version(conn, version_table)
+    if applied > len(migrations):
+        raise StoreError(
+            f"{what} has schema version {applied}; this sparkcep knows up to {len(migrations)} (upgrade sparkcep)"
+        )
+    for number in range(applied + 1, len(migrations) + 1):
+        for statement in migrations[number - 1]:
+            conn.execute(statement)  # fixed text, not user input
+        conn.execute(f"INSERT INTO {version_table} (version, applied_at) VALUES (%s, %s)", (number, now_iso()))  # noqa: S608
+
+
 class PostgresStore(RuleStore):
     """Rule versions in PostgreSQL tables; safe for any number of jobs and editing clients."""
 
     def __init__(self, url: str) -> None:
-        if urlsplit(url).password is not None:
-            raise StoreError(
-                f"rule store {redacted(url)}: put the password in PGPASSWORD (or ~/.pgpass), not in the URL"
-            )
+        refuse_password(url, "rule store")
         self.url = url
         self._migrate()
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.url!r})"
 
-    @contextmanager
-    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
-        import psycopg  # only stores that use PostgreSQL need the driver
-
-        try:
-            with psycopg.connect(self.url, connect_timeout=10) as conn:
-                yield conn
-        except psycopg.Error as exc:
-            raise StoreError(f"rule store {self.url}: {type(exc).__name__}: {exc}".strip()) from exc
+    def _connection(self) -> AbstractContextManager[psycopg.Connection[Any]]:
+        return connect(self.url, "rule store")
 
     @contextmanager
     def _locked(self) -> Iterator[psycopg.Connection[Any]]:
@@ -90,30 +119,11 @@ class PostgresStore(RuleStore):
 
     def _migrate(self) -> None:
         with self._locked() as conn:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS sparkcep_schema_version (version INTEGER PRIMARY KEY, applied_at TEXT)"
-            )
-            applied = self._applied(conn)
-            if applied > len(MIGRATIONS):
-                raise StoreError(
-                    f"rule store {self.url} has schema version {applied}; this sparkcep knows up to "
-                    f"{len(MIGRATIONS)} (upgrade sparkcep)"
-                )
-            for number in range(applied + 1, len(MIGRATIONS) + 1):
-                for statement in MIGRATIONS[number - 1]:
-                    conn.execute(statement)  # fixed text, not user input
-                conn.execute(
-                    "INSERT INTO sparkcep_schema_version (version, applied_at) VALUES (%s, %s)", (number, now_iso())
-                )
-
-    @staticmethod
-    def _applied(conn: psycopg.Connection[Any]) -> int:
-        row = conn.execute("SELECT COALESCE(MAX(version), 0) FROM sparkcep_schema_version").fetchone()
-        return int(row[0]) if row else 0
+            apply_migrations(conn, f"rule store {self.url}", "sparkcep_schema_version", MIGRATIONS)
 
     def schema_version(self) -> int:
         with self._connection() as conn:
-            return self._applied(conn)
+            return applied_version(conn, "sparkcep_schema_version")
 
     # -- reading
 
