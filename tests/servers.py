@@ -41,7 +41,9 @@ def postgres_server() -> Iterator[str]:
     as_user: list[str] = []
     if os.geteuid() == 0:  # initdb refuses to run as root
         shutil.chown(base, "postgres")
-        as_user = ["runuser", "-u", "postgres", "--"]
+        # runuser lives in /usr/sbin, which a non-login shell's PATH may lack.
+        runuser = shutil.which("runuser", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin") or "runuser"
+        as_user = [runuser, "-u", "postgres", "--"]
     try:
         subprocess.run([*as_user, str(binaries / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
                         "-E", "UTF8", "--no-sync"], check=True, capture_output=True)  # fmt: skip
