@@ -279,3 +279,25 @@ def test_state_stays_bounded_by_the_window_however_long_the_history() -> None:
     (key_state,) = BucketState.from_bytes(blob).keys.values()
     stored_times = key_state[1][0][1][0]
     assert len(stored_times) <= 2 * 11  # live entries plus at most as many expired ones before compaction
+
+
+def test_late_events_and_dead_letters_are_counted_per_rule() -> None:
+    r = rules(
+        rule(id="sums", group_by=["payerId"]),
+        rule(id="pairs", group_by=["payerId", "beneficiaryId"], filter="paymentType = 'WIRE'"),
+    )
+    runner = LocalRunner(Program(r), 1_000)
+    first = runner.run_batch([tx(1, T0 + 10 * MIN, kind="WIRE")])  # moves the watermark past T0
+    assert first.late_by_rule == {} and first.dead_by_rule == {}
+    second = runner.run_batch(
+        [
+            tx(2, T0, kind="CARD"),  # late: only "sums" would have used a card payment
+            tx(3, T0, kind="WIRE"),  # late for both rules
+            tx(4, T0 + 11 * MIN, amount="lots", kind="WIRE"),  # refused by both rules (their field)
+            tx(5, T0 + 11 * MIN, amount="lots"),  # refused by "sums" ("pairs" filters cards out first)
+            "not json",  # no rule to blame
+        ]
+    )
+    assert second.late_by_rule == {"sums": 2, "pairs": 1}
+    assert second.dead_by_rule == {"sums": 2, "pairs": 1, "": 1}
+    assert len(second.late) == 3 and len(second.dead) == 4

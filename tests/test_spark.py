@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from sparkcep import oracle
+from sparkcep.core.engine import add_counts
 from sparkcep.core.program import Program
 from sparkcep.outputs import canonical, read_all_outputs, read_jsonl_dir
 from sparkcep.rules.model import RuleSet, load_rules
@@ -90,6 +91,16 @@ def test_bad_lines_reach_the_dead_letters_and_late_events_the_late_output(spark:
     assert [r["line"] for r in late] == [late_track]
     assert late[0]["key"] == {"device_id": "d1"} and late[0]["watermark"] == "2024-01-01T00:29:59.000Z"
     assert summary.late == 1 and summary.dead_letters == 3
+    # Batch metrics count them per rule for the operations console ("" = input no rule could read).
+    metrics = read_metrics(tmp_path / "run" / "ck" / "sparkcep" / "metrics")
+    late_by_rule: dict[str, int] = {}
+    dead_by_rule: dict[str, int] = {}
+    for m in metrics:
+        add_counts(late_by_rule, m.late_by_rule)
+        add_counts(dead_by_rule, m.dead_by_rule)
+    assert late_by_rule == {"device-offline": 1}
+    assert dead_by_rule == {"": 2, "device-offline": 1}
+    assert max(m.watermark or 0 for m in metrics) >= T0 + 60 * MINUTE - 1_000
     # The late track did not count; everything on time matches the oracle over the on-time lines.
     on_time = [line for batch in batches for line in batch if line != late_track]
     assert read_all_outputs(out) == canonical(oracle.evaluate(rules, on_time).outputs)
@@ -133,6 +144,23 @@ def wait_for(condition: object, timeout_s: float = 120.0) -> None:
             return
         time.sleep(0.2)
     raise AssertionError("condition not reached in time")
+
+
+def arrive(input_dir: Path, index: int, lines: list[str]) -> None:
+    """Write arrival file ``index``, stamped strictly later than the one before it.
+
+    Spark's file source reads new files in modification-time order, and the file system's clock ticks in
+    milliseconds: two files written back to back can share a time, and their order is then arbitrary. A test
+    that means "this file arrives after that one" must say so with the time stamp, or a later file may be
+    read first and make the earlier one's events late.
+    """
+    path = input_dir / f"arrival-{index:03d}.jsonl"
+    hidden = input_dir / f".{path.name}.tmp"  # Spark skips dot files; the rename keeps the stamp
+    hidden.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    before = [p.stat().st_mtime_ns for p in input_dir.glob("arrival-*.jsonl")]
+    stamp = max([time.time_ns(), *(t + 10_000_000 for t in before)])
+    os.utime(hidden, ns=(stamp, stamp))
+    os.replace(hidden, path)
 
 
 def test_hard_kill_and_restart_loses_nothing_and_duplicates_nothing(tmp_path: Path) -> None:
@@ -244,8 +272,7 @@ def test_aggregate_rules_live_run_equals_backtest_and_oracle(spark: SparkSession
     groupings = len(Program(rules).keysets)  # Spark hands over one row per line and grouping
     try:
         for index, batch in enumerate(batches):  # files arrive one by one while the query runs
-            path = tmp_path / "in" / f"arrival-{index:03d}.jsonl"
-            path.write_text("\n".join(batch) + "\n", encoding="utf-8")
+            arrive(tmp_path / "in", index, batch)
             arrived = sum(len(b) for b in batches[: index + 1])
             wait_for(lambda arrived=arrived: live.summary(0).input_rows >= groupings * arrived)
     finally:
@@ -314,8 +341,7 @@ def test_rules_changed_in_a_store_reach_the_running_query_and_a_replay_reproduce
             for index in indexes:
                 if index in changes:
                     changes[index]()
-                path = tmp_path / "in" / f"arrival-{index:03d}.jsonl"
-                path.write_text("\n".join(batches[index]) + "\n", encoding="utf-8")
+                arrive(tmp_path / "in", index, batches[index])
                 wanted = sum(len(b) for b in batches[: index + 1])
                 # The rules reach the next micro-batch; wait until this file is in and one more batch ran.
                 wait_for(lambda wanted=wanted: sum(m.accepted for m in read_metrics(pipeline.metrics_dir)) >= wanted)
@@ -408,8 +434,7 @@ def test_pattern_processors_added_replaced_and_deleted_while_running_survive_a_r
             for index in indexes:
                 if index in changes:
                     changes[index]()
-                path = tmp_path / "in" / f"arrival-{index:03d}.jsonl"
-                path.write_text("\n".join(batches[index]) + "\n", encoding="utf-8")
+                arrive(tmp_path / "in", index, batches[index])
                 wanted = sum(len(b) for b in batches[: index + 1])
                 wait_for(lambda wanted=wanted: sum(m.accepted for m in read_metrics(pipeline.metrics_dir)) >= wanted)
                 query = pipeline.replan_if_needed(query)

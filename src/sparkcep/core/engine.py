@@ -65,12 +65,19 @@ class BucketState:
 
 @dataclass(slots=True)
 class BatchResult:
-    """What one call produced. ``late`` holds (line, keyset, key, event time); ``dead`` (line, reason)."""
+    """What one call produced. ``late`` holds (line, keyset, key, event time); ``dead`` (line, reason).
+
+    ``late_by_rule`` and ``dead_by_rule`` count them per rule id, for the operators' health view: a late event
+    counts for every rule that would have used it, a dead letter for the rule whose field it failed ("" when no
+    rule is to blame: not JSON, no readable time).
+    """
 
     outputs: list[Record] = field(default_factory=list)
     errors: list[Record] = field(default_factory=list)
     late: list[tuple[str, int, str, int]] = field(default_factory=list)
     dead: list[tuple[str, str]] = field(default_factory=list)
+    late_by_rule: dict[str, int] = field(default_factory=dict)
+    dead_by_rule: dict[str, int] = field(default_factory=dict)
     rows: int = 0
     accepted: int = 0
     max_event_time: int | None = None
@@ -80,12 +87,19 @@ class BatchResult:
         self.errors.extend(other.errors)
         self.late.extend(other.late)
         self.dead.extend(other.dead)
+        add_counts(self.late_by_rule, other.late_by_rule)
+        add_counts(self.dead_by_rule, other.dead_by_rule)
         self.rows += other.rows
         self.accepted += other.accepted
         if other.max_event_time is not None and (
             self.max_event_time is None or other.max_event_time > self.max_event_time
         ):
             self.max_event_time = other.max_event_time
+
+
+def add_counts(into: dict[str, int], counts: dict[str, int]) -> None:
+    for name, count in counts.items():
+        into[name] = into.get(name, 0) + count
 
 
 def late_record(line: str, key: dict[str, str], time: int, watermark: int) -> Record:
@@ -133,11 +147,14 @@ class Engine:
         result = BatchResult(rows=len(rows))
         keys = state.keys
         decode = self.program.decode
+        late_by_rule, dead_by_rule = result.late_by_rule, result.dead_by_rule
         max_time = result.max_event_time
         for keyset, line in rows:
             decoded = decode(line, keyset)
-            for reason in decoded.dead:
+            for rule_index, reason in decoded.dead:
                 result.dead.append((line, reason))
+                rule_id = self.program.rule_id_of(rule_index)
+                dead_by_rule[rule_id] = dead_by_rule.get(rule_id, 0) + 1
             event = decoded.event
             if event is None or keyset == UNROUTED:
                 continue
@@ -147,6 +164,9 @@ class Engine:
             time = event[0]
             if time <= watermark:
                 result.late.append((line, keyset, key, time))
+                for rule_index, _value in event[4]:
+                    rule_id = self._logics[rule_index].rule_id
+                    late_by_rule[rule_id] = late_by_rule.get(rule_id, 0) + 1
                 continue
             if max_time is None or time > max_time:
                 max_time = time

@@ -38,11 +38,15 @@ Event = tuple[int, str, int, str, tuple[tuple[int, Any], ...]]
 
 @dataclass(frozen=True, slots=True)
 class Decoded:
-    """One input line read for one keyset: the event (or None) and the reasons it was refused."""
+    """One input line read for one keyset: the event (or None) and the reasons it was refused.
+
+    Each refusal is ``(rule index, reason)``; the index is :data:`UNROUTED` when no rule is to blame (the line
+    is not JSON, has no readable time, ...), so operators can count dead letters per rule.
+    """
 
     key: str | None
     event: Event | None
-    dead: tuple[str, ...]
+    dead: tuple[tuple[int, str], ...]
 
 
 _CONTROL = Decoded(None, None, ())
@@ -157,7 +161,7 @@ class Program:
         """Read ``line`` as an event of ``keyset``. Every refusal carries a reason naming rule and field."""
         obj, time, event_type, event_id, reason = self.parse_line(line)
         if reason is not None:
-            return Decoded(None, None, (reason,))
+            return Decoded(None, None, ((UNROUTED, reason),))
         assert obj is not None
         if CONTROL_FIELD in obj:
             return _CONTROL
@@ -178,10 +182,10 @@ class Program:
             if extracted is SKIP:
                 return _OUT_OF_SCOPE
             values: tuple[tuple[int, Any], ...] = ((index, extracted),)
-            dead: tuple[str, ...] = ()
+            dead: tuple[tuple[int, str], ...] = ()
         else:
             collected: list[tuple[int, Any]] = []
-            refused: list[str] = []
+            refused: list[tuple[int, str]] = []
             for index in rule_indexes:
                 try:
                     extracted = logics[index].extract(event_type, obj, time)
@@ -220,8 +224,8 @@ class Program:
                     continue
         return out or [(UNROUTED, "")]
 
-    def _unrouted_reasons(self, obj: dict[str, Any], event_type: str) -> tuple[str, ...]:
-        reasons: list[str] = []
+    def _unrouted_reasons(self, obj: dict[str, Any], event_type: str) -> tuple[tuple[int, str], ...]:
+        reasons: list[tuple[int, str]] = []
         for keyset in range(len(self.keysets)):
             for index in self.rules_for(keyset, event_type):
                 try:
@@ -229,9 +233,14 @@ class Program:
                 except FieldProblem as problem:
                     reasons.append(self._reason(index, problem))
         if not reasons:
-            reasons.append("the event could not be routed to a key (Spark's JSON reader did not read its key)")
+            reason = "the event could not be routed to a key (Spark's JSON reader did not read its key)"
+            reasons.append((UNROUTED, reason))
         return tuple(reasons)
 
-    def _reason(self, rule_index: int, problem: FieldProblem) -> str:
+    def _reason(self, rule_index: int, problem: FieldProblem) -> tuple[int, str]:
         rule_id = self.logics[rule_index].rule_id
-        return f"rule {rule_id!r}, field {problem.field!r}: {problem.describe()}"
+        return rule_index, f"rule {rule_id!r}, field {problem.field!r}: {problem.describe()}"
+
+    def rule_id_of(self, rule_index: int) -> str:
+        """The id of rule ``rule_index``; "" for :data:`UNROUTED` (input no rule could read)."""
+        return "" if rule_index == UNROUTED else self.logics[rule_index].rule_id

@@ -39,12 +39,17 @@ class RuleFeed:
 
     def current(self, now: int | None) -> RuleLog:
         """The store's whole log, with pending versions given the event time ``now`` (0 before any event)."""
-        head = self.store.head()
         effective = 0 if now is None else now + 1
-        for version in self.store.log():
-            if version.effective_from_ms is None:
-                self.store.assign_effective_from(version.rule_id, version.version, effective)
-        return RuleLog(head, self.store.rule_set())
+        while True:
+            head = self.store.head()
+            for version in self.store.log():
+                if version.effective_from_ms is None:
+                    self.store.assign_effective_from(version.rule_id, version.version, effective)
+            rules = self.store.rule_set()
+            # A version written between the reads above would travel untimed (placed right after its
+            # predecessor) and be timed later at another point: read again until nothing came in between.
+            if self.store.head() == head:
+                return RuleLog(head, rules)
 
     def poll(self, now: int | None, running: RuleSet) -> RuleLog | bool | None:
         """Deliver what changed in the store since the last delivery to the running query.

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from sparkcep.core.engine import add_counts
 from sparkcep.spark.processor import KIND_ERROR, KIND_METRIC
 
 if TYPE_CHECKING:
@@ -51,6 +52,9 @@ class BatchMetrics:
     state_bytes: int = 0
     by_type: dict[str, int] = field(default_factory=dict)
     failed_rules: list[str] = field(default_factory=list)  # rule ids that raised in this batch (see _errors/)
+    watermark: int | None = None  # the event-time watermark the batch ran with (None before the first)
+    late_by_rule: dict[str, int] = field(default_factory=dict)  # late events per rule that would have used them
+    dead_by_rule: dict[str, int] = field(default_factory=dict)  # dead letters per rule ("" = no rule: bad input)
     written_at: float = 0.0  # wall-clock seconds when the batch's files were written
     python_s: float = 0.0  # summed over buckets: time inside the stateful processor's handlers
     collect_s: float = 0.0  # running the batch's plan and collecting its rows on the driver
@@ -63,6 +67,11 @@ class BatchMetrics:
         self.buffered += int(metric["buffered"])
         self.state_bytes += int(metric["state_bytes"])
         self.python_s += float(metric["python_s"])
+        add_counts(self.late_by_rule, metric["late_by_rule"])
+        add_counts(self.dead_by_rule, metric["dead_by_rule"])
+        mark = metric["watermark"]
+        if mark is not None and (self.watermark is None or mark > self.watermark):
+            self.watermark = int(mark)
         t = metric["max_event_time"]
         if t is not None and (self.max_event_time is None or t > self.max_event_time):
             self.max_event_time = int(t)
