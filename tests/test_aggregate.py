@@ -295,9 +295,11 @@ def test_late_events_and_dead_letters_are_counted_per_rule() -> None:
             tx(3, T0, kind="WIRE"),  # late for both rules
             tx(4, T0 + 11 * MIN, amount="lots", kind="WIRE"),  # refused by both rules (their field)
             tx(5, T0 + 11 * MIN, amount="lots"),  # refused by "sums" ("pairs" filters cards out first)
+            tx(6, T0 + 11 * MIN, beneficiary=None, kind="WIRE"),  # "sums" takes it; "pairs" cannot key it
             "not json",  # no rule to blame
         ]
     )
     assert second.late_by_rule == {"sums": 2, "pairs": 1}
-    assert second.dead_by_rule == {"sums": 2, "pairs": 1, "": 1}
-    assert len(second.late) == 3 and len(second.dead) == 4
+    assert second.dead_by_rule == {"sums": 2, "pairs": 2, "": 1}
+    assert len(second.late) == 3 and len(second.dead) == 5
+    assert second.accepted == 3 + 1  # the late ones, and the event only "sums" could key

@@ -20,7 +20,7 @@ from sparkcep import oracle
 from sparkcep.core.engine import add_counts
 from sparkcep.core.program import Program
 from sparkcep.outputs import canonical, read_all_outputs, read_jsonl_dir
-from sparkcep.rules.model import RuleSet, load_rules
+from sparkcep.rules.model import RuleSet, load_rules, parse_rules
 from sparkcep.simulate import generate_orders
 from sparkcep.spark.runner import Pipeline, RunConfig, RunSummary
 from sparkcep.spark.sink import read_metrics
@@ -105,6 +105,33 @@ def test_bad_lines_reach_the_dead_letters_and_late_events_the_late_output(spark:
     on_time = [line for batch in batches for line in batch if line != late_track]
     assert read_all_outputs(out) == canonical(oracle.evaluate(rules, on_time).outputs)
     assert {r["event_type"] for r in read_all_outputs(out)} >= {"ALL_PARCELS_SHIPPED", "DEVICE_OFFLINE"}
+
+
+def test_an_event_one_grouping_cannot_key_reaches_the_others_and_a_dead_letter_for_its_rules(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    base = {"type": "aggregate", "function": "SUM", "field": "amount", "operator": ">=", "limit": 10, "window": "1h"}
+    rules = parse_rules({
+        "input": {"time_field": "t", "type_field": None, "id_field": "id"},
+        "rules": [{**base, "id": "by-payer", "group_by": ["payer"]},
+                  {**base, "id": "by-pair", "group_by": ["payer", "payee"]}],
+    })  # fmt: skip
+    lines = [
+        json.dumps({"id": "1", "t": T0, "payer": "a", "payee": "x", "amount": 6}),
+        json.dumps({"id": "2", "t": T0 + MINUTE, "payer": "a", "amount": 6}),  # no payee
+        json.dumps({"id": "3", "t": T0 + 2 * MINUTE, "payer": "a", "payee": "x", "amount": 6}),
+    ]
+    write_batches(tmp_path / "in", [lines])
+    summary = bounded_run(spark, rules, tmp_path / "in", tmp_path / "run")
+    expected = oracle.evaluate(rules, lines)
+    out = tmp_path / "run" / "out"
+    assert read_all_outputs(out) == canonical(expected.outputs)
+    assert {(r["rule_id"], r["trigger_event_id"]) for r in read_all_outputs(out)} == {
+        ("by-payer", "2"), ("by-payer", "3"), ("by-pair", "3")
+    }  # fmt: skip
+    dead = read_jsonl_dir(out / "_deadletter")
+    assert [(r["line"], r["reason"]) for r in dead] == expected.dead_letters
+    assert "rule 'by-pair', field 'payee'" in dead[0]["reason"] and summary.dead_letters == 1
 
 
 def test_streaming_run_picks_up_new_files_while_it_runs(spark: SparkSession, tmp_path: Path) -> None:

@@ -216,13 +216,17 @@ class Program:
         if reason is not None or obj is None or CONTROL_FIELD in obj:
             return [(UNROUTED, "")]
         out: list[tuple[int, str]] = []
+        refused = False
         for keyset in range(len(self.keysets)):
             if self.rules_for(keyset, event_type):
                 try:
                     out.append((keyset, self.key_of(obj, keyset)))
                 except FieldProblem:
-                    continue
-        return out or [(UNROUTED, "")]
+                    refused = True
+        # A line that some groupings cannot key also goes unrouted, once: its dead letters name those rules.
+        if refused or not out:
+            out.append((UNROUTED, ""))
+        return out
 
     def _unrouted_reasons(self, obj: dict[str, Any], event_type: str) -> tuple[tuple[int, str], ...]:
         reasons: list[tuple[int, str]] = []

@@ -70,15 +70,22 @@ def routed_rows(lines: DataFrame, program: Program, buckets: int) -> DataFrame:
         parts = [F.col(column[field]) for field in program.keysets[keyset]]
         return parts[0] if len(parts) == 1 else F.concat_ws(KEY_SEPARATOR, *parts)
 
-    def wanted(keyset: int) -> Column:
-        present = [F.col(column[field]).isNotNull() for field in program.keysets[keyset]]
+    def typed(keyset: int) -> Column:
+        """The line is an event (it has a time) of a type the keyset's rules consume."""
         types = program.keyset_types(keyset)
         condition = F.col("ts").isNotNull()
         if types is not None:
             condition = condition & F.col("etype").isin(list(types))
-        for check in present:
-            condition = condition & check
         return condition
+
+    def keyed(keyset: int) -> Column:
+        condition = F.lit(True)
+        for field in program.keysets[keyset]:
+            condition = condition & F.col(column[field]).isNotNull()
+        return condition
+
+    def wanted(keyset: int) -> Column:
+        return typed(keyset) & keyed(keyset)
 
     if len(program.keysets) == 1:
         # One grouping (the common case): no arrays, no explode.
@@ -95,8 +102,16 @@ def routed_rows(lines: DataFrame, program: Program, buckets: int) -> DataFrame:
             F.when(wanted(ks), F.struct(F.lit(ks).alias("keyset"), key(ks).alias("key")))
             for ks in range(len(program.keysets))
         ]
+        unrouted_route = F.struct(F.lit(UNROUTED).alias("keyset"), F.lit(None).cast("string").alias("key"))
+        # An event some groupings cannot key also goes unrouted, once, so its dead letters name those rules
+        # (as Program.route does); the groupings that can key it still get it.
+        unkeyed = [typed(ks) & ~keyed(ks) for ks in range(len(program.keysets))]
+        any_unkeyed = unkeyed[0]
+        for condition in unkeyed[1:]:
+            any_unkeyed = any_unkeyed | condition
+        candidates.append(F.when(any_unkeyed, unrouted_route))
         routes = F.array_compact(F.array(*candidates))
-        unrouted = F.array(F.struct(F.lit(UNROUTED).alias("keyset"), F.lit(None).cast("string").alias("key")))
+        unrouted = F.array(unrouted_route)
         routed = parsed.select(
             "line",
             "origin",
