@@ -398,10 +398,6 @@ def test_rules_changed_in_a_store_reach_the_running_query_and_a_replay_reproduce
     assert replay.late == 0
 
 
-# Known intermittent failure (1 run in 3 on 2026-11-22): the live output once held a version-2 timeout that the
-# pure engine over the exported rule log did not; suspected race between a rule change and the micro-batch that
-# assigns its effective time. Kept out of the default run until fixed; run it with -m slow.
-@pytest.mark.slow
 def test_pattern_processors_added_replaced_and_deleted_while_running_survive_a_restart(
     spark: SparkSession, tmp_path: Path
 ) -> None:
