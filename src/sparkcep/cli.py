@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from sparkcep.cli_console import console as console_command
 from sparkcep.cli_patterns import patterns as patterns_group
 from sparkcep.cli_rules import rules as rules_group
 from sparkcep.errors import SparkcepError
@@ -334,6 +335,7 @@ def backtest(
 
 main.add_command(rules_group)
 main.add_command(patterns_group)
+main.add_command(console_command)
 
 
 # -- demo -------------------------------------------------------------------------------------------

@@ -1,0 +1,131 @@
+"""Job health from the batch metrics the job writes to CHECKPOINT/sparkcep/metrics/batch-*.json.
+
+Each file is written once per batch by atomic rename (a re-run batch rewrites it), so files are cached by name,
+modification time and size and only new or changed ones are read on the next request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from sparkcep.spark.sink import BatchMetrics
+from sparkcep.timeutil import format_iso
+
+from .schemas import Health, QuarantineInfo, RuleCounts, SeriesPoint
+
+THROUGHPUT_WINDOW_S = 60.0
+SERIES_POINTS = 120  # the newest batches shown as a series
+_FIELDS = {f.name for f in dataclasses.fields(BatchMetrics)}
+
+
+def metrics_from_json(data: Mapping[str, Any]) -> BatchMetrics:
+    """Tolerates files of other sparkcep versions: fields it does not know are left out, missing ones default."""
+    return BatchMetrics(**{name: value for name, value in data.items() if name in _FIELDS})
+
+
+class MetricsReader:
+    def __init__(self, metrics_dir: Path) -> None:
+        self.metrics_dir = metrics_dir
+        self._cache: dict[str, tuple[tuple[int, int], BatchMetrics]] = {}
+
+    def read(self) -> list[BatchMetrics]:
+        """Every batch's metrics, in batch order."""
+        if not self.metrics_dir.is_dir():
+            return []
+        found: dict[str, BatchMetrics] = {}
+        for path in sorted(self.metrics_dir.glob("batch-*.json")):
+            try:
+                stat = path.stat()
+                stamp = (stat.st_mtime_ns, stat.st_size)
+                cached = self._cache.get(path.name)
+                if cached is None or cached[0] != stamp:
+                    cached = (stamp, metrics_from_json(json.loads(path.read_text(encoding="utf-8"))))
+            except (FileNotFoundError, json.JSONDecodeError):
+                continue  # replaced between listing and reading: the next request sees the new one
+            found[path.name] = cached[1]
+            self._cache[path.name] = cached
+        self._cache = {name: self._cache[name] for name in found}
+        return sorted(found.values(), key=lambda m: m.batch_id)
+
+
+def throughput(batches: Sequence[BatchMetrics], now_s: float) -> float:
+    """Accepted events per second over the last minute: events of the batches written in it, divided by the minute,
+    or by the time since the first batch when the job is younger than a minute."""
+    recent = [m for m in batches if m.written_at > now_s - THROUGHPUT_WINDOW_S]
+    if not recent:
+        return 0.0
+    older = len(recent) < len(batches)
+    span = THROUGHPUT_WINDOW_S if older else max(now_s - min(m.written_at for m in recent), 1.0)
+    return sum(m.accepted for m in recent) / span
+
+
+def series(batches: Sequence[BatchMetrics]) -> list[SeriesPoint]:
+    """The newest batches: events, alerts and events per second since the batch before."""
+    shown = list(batches[-SERIES_POINTS - 1 :])
+    points = []
+    for index, metrics in enumerate(shown):
+        previous = shown[index - 1] if index else None
+        elapsed = metrics.written_at - previous.written_at if previous is not None else 0.0
+        rate = metrics.accepted / elapsed if elapsed > 0 else None
+        if index == 0 and len(shown) > SERIES_POINTS:
+            continue  # only there to give the first shown batch its rate
+        points.append(
+            SeriesPoint(
+                at=format_iso(int(metrics.written_at * 1000)),
+                batch_id=metrics.batch_id,
+                events=metrics.accepted,
+                alerts=sum(metrics.by_type.values()),
+                throughput_eps=rate,
+            )
+        )
+    return points
+
+
+def compute_health(
+    batches: Sequence[BatchMetrics],
+    alerts_by_rule: Mapping[str, int],
+    errors_by_rule: Mapping[str, int],
+    quarantined: Sequence[QuarantineInfo],
+    now_s: float,
+    rule_ids: Sequence[str] = (),
+) -> Health:
+    """Health at wall time ``now_s``. The watermark and state size are the latest batch's; counts are totals.
+    ``per_rule`` has an entry for each of ``rule_ids`` (the store's rules), zero or not, and for every rule counted."""
+    latest = batches[-1] if batches else None
+    watermark = next((m.watermark for m in reversed(batches) if m.watermark is not None), None)
+    per_rule: dict[str, RuleCounts] = {}
+
+    def counts(rule_id: str) -> RuleCounts:
+        return per_rule.setdefault(rule_id, RuleCounts())
+
+    for rule_id in rule_ids:
+        counts(rule_id)
+    for rule_id, count in alerts_by_rule.items():
+        counts(rule_id).alerts += count
+    for metrics in batches:
+        for rule_id, count in metrics.late_by_rule.items():
+            counts(rule_id).late += count
+        for rule_id, count in metrics.dead_by_rule.items():
+            if rule_id:  # "": bad input no rule is to blame for (not JSON, no time); in the totals only
+                counts(rule_id).dead_letters += count
+    for rule_id, count in errors_by_rule.items():
+        counts(rule_id).errors += count
+    return Health(
+        batches=len(batches),
+        events=sum(m.accepted for m in batches),
+        throughput_eps=throughput(batches, now_s),
+        watermark=None if watermark is None else format_iso(watermark),
+        watermark_lag_ms=None if watermark is None else int(now_s * 1000) - watermark,
+        state_bytes=latest.state_bytes if latest else 0,
+        state_keys=latest.state_keys if latest else 0,
+        late=sum(m.late for m in batches),
+        dead_letters=sum(m.dead for m in batches),
+        last_batch_at=format_iso(int(latest.written_at * 1000)) if latest else None,
+        per_rule=dict(sorted(per_rule.items())),
+        quarantined=list(quarantined),
+        series=series(batches),
+    )

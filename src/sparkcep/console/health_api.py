@@ -1,0 +1,28 @@
+"""``/api/health``: the job's progress, lag, state size, and per-rule counts."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+
+from .context import Console, get_console
+from .health import compute_health
+from .quarantine import read_errors
+from .schemas import Health
+
+router = APIRouter(prefix="/api", tags=["health"])
+
+
+@router.get("/health", summary="Job health from its batch metrics", response_model=Health)
+def health(console: Annotated[Console, Depends(get_console)]) -> Health:
+    """Totals over every batch; throughput over the last minute; watermark and state of the latest batch.
+    Without --checkpoint the batch figures are zero; without --output/--alerts so are the alert counts."""
+    batches = console.metrics.read() if console.metrics is not None else []
+    alerts = console.alerts.counts_by_rule() if console.alerts is not None else {}
+    errors = read_errors(console.settings.errors_dir)
+    quarantined = list(console.quarantine(errors).values())
+    rule_ids = [v.rule_id for v in console.store.current()] if console.store is not None else []
+    counts = {rule_id: e.count for rule_id, e in errors.items()}
+    return compute_health(batches, alerts, counts, quarantined, time.time(), rule_ids)

@@ -1,0 +1,53 @@
+"""What the console serves: a rule store, the job's output and checkpoint, a history for back-tests, a token.
+
+Every source is optional, so one console can show just the rules of a store, or just a job's health; an endpoint
+whose source is missing answers 503 naming the option that would provide it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from sparkcep.config import FilesSource, load_config
+
+DEFAULT_WATERMARK_DELAY_MS = 5_000  # the default of `sparkcep run --watermark-delay`
+
+
+@dataclass(frozen=True)
+class ConsoleSettings:
+    token: str
+    store: str | None = None  # rule store spec, as open_store takes it
+    output_dir: Path | None = None  # the job's OUTPUT: alerts, _errors/
+    checkpoint_dir: Path | None = None  # the job's CHECKPOINT: sparkcep/metrics/
+    input_dir: Path | None = None  # JSON-lines history for back-tests
+    alerts_url: str | None = None  # PostgreSQL alert store, read instead of output_dir's alert files
+    watermark_delay_ms: int = DEFAULT_WATERMARK_DELAY_MS  # back-tests judge lateness like the job
+
+    @property
+    def metrics_dir(self) -> Path | None:
+        return None if self.checkpoint_dir is None else self.checkpoint_dir / "sparkcep" / "metrics"
+
+    @property
+    def errors_dir(self) -> Path | None:
+        return None if self.output_dir is None else self.output_dir / "_errors"
+
+
+def settings_from_config(path: str | Path, token: str) -> ConsoleSettings:
+    """The sources a pipeline file (``sparkcep run --config``) names; its paths are already resolved."""
+    config = load_config(path)
+    input_dir = config.source.path if isinstance(config.source, FilesSource) else None
+    return ConsoleSettings(
+        token=token,
+        store=config.rules.store,
+        output_dir=config.sinks.files,
+        checkpoint_dir=config.checkpoint,
+        input_dir=input_dir,
+        alerts_url=config.sinks.postgres[0] if config.sinks.postgres else None,
+        watermark_delay_ms=config.watermark_delay_ms,
+    )
+
+
+def override(settings: ConsoleSettings, **given: object) -> ConsoleSettings:
+    """``settings`` with the options given on the command line (None: keep the configuration file's value)."""
+    return replace(settings, **{name: value for name, value in given.items() if value is not None})  # type: ignore[arg-type]

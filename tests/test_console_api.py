@@ -1,0 +1,620 @@
+"""The console's HTTP API over a temporary SQLite store, output, checkpoint and history (no Spark session)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+with warnings.catch_warnings():
+    # Starlette 1.x would rather drive its test client with httpx2; httpx is what the project pins and works.
+    warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient` is deprecated")
+    from fastapi.testclient import TestClient
+from sparkcep.alerts import PostgresAlertStore
+from sparkcep.console import ConsoleSettings, create_app
+from sparkcep.console.health import compute_health, metrics_from_json
+from sparkcep.core.local import LocalRunner
+from sparkcep.core.program import Program
+from sparkcep.spark.rulefeed import QUARANTINE_AUTHOR
+from sparkcep.spark.sink import BatchMetrics
+from sparkcep.store import RuleStore, open_store, summary_sentence
+from sparkcep.timeutil import format_iso, parse_event_time
+
+from helpers import COMPLETION_RULE, MINUTE, T0, line, ruleset
+
+TOKEN = "test-token-0123456789"  # noqa: S105  # a test value
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+AGGREGATE = {
+    "type": "aggregate",
+    "id": "busy",
+    "group_by": ["payerId"],
+    "function": "COUNT",
+    "operator": ">=",
+    "limit": 3,
+    "window": "10m",
+}
+PATTERN = {
+    "type": "pattern",
+    "id": "small-then-large",
+    "key": ["card_id"],
+    "event_types": ["PAYMENT"],
+    "pattern": {
+        "stages": [
+            {"name": "small", "where": "amount < 5"},
+            {"name": "large", "contiguity": "followed_by", "where": "amount > 100 * last(small).amount"},
+        ],
+        "within": "10m",
+        "skip": "SKIP_PAST_LAST_EVENT",
+    },
+    "output": {"event_type": "SMALL_THEN_LARGE", "measures": {"small": "first(small).amount"}},
+}
+
+
+class Job:
+    """The places a job writes, and a console over them."""
+
+    def __init__(self, root: Path) -> None:
+        self.store_spec = f"sqlite:{root / 'rules.db'}"
+        self.output = root / "out"
+        self.checkpoint = root / "ck"
+        self.input = root / "events"
+        self.input.mkdir()
+        self.store: RuleStore = open_store(self.store_spec)
+
+    def settings(self, **changes: Any) -> ConsoleSettings:
+        base: dict[str, Any] = {
+            "token": TOKEN,
+            "store": self.store_spec,
+            "output_dir": self.output,
+            "checkpoint_dir": self.checkpoint,
+            "input_dir": self.input,
+        }
+        return ConsoleSettings(**{**base, **changes})
+
+    def client(self, **changes: Any) -> TestClient:
+        return TestClient(create_app(self.settings(**changes)))
+
+    def write_alerts(self, event_type: str, batch: int, records: list[dict[str, Any]]) -> None:
+        directory = self.output / event_type
+        directory.mkdir(parents=True, exist_ok=True)
+        text = "".join(json.dumps(r) + "\n" for r in records)
+        tmp = directory / f".part-{batch:08d}.jsonl.tmp"
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(directory / f"part-{batch:08d}.jsonl")  # atomically, as the job's sink does
+
+    def write_metrics(self, metrics: BatchMetrics) -> None:
+        directory = self.checkpoint / "sparkcep" / "metrics"
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / f"batch-{metrics.batch_id:08d}.json").write_text(json.dumps(metrics.__dict__), encoding="utf-8")
+
+    def write_error(self, batch: int, rule_id: str, event_time: int, error: str) -> None:
+        directory = self.output / "_errors"
+        directory.mkdir(parents=True, exist_ok=True)
+        record = {
+            "rule_id": rule_id, "key": "payerId=7", "event_time": format_iso(event_time), "trigger": "event e7",
+            "error": error, "action": "rule quarantined for this key from this event time on",
+        }  # fmt: skip
+        (directory / f"part-{batch:08d}.jsonl").write_text(json.dumps(record) + "\n", encoding="utf-8")
+
+
+@pytest.fixture
+def job(tmp_path: Path) -> Job:
+    return Job(tmp_path)
+
+
+def payments(payer: int, minutes: list[int], prefix: str = "p") -> list[str]:
+    return [line("PAY", T0 + m * MINUTE, f"{prefix}{payer}-{m}", payerId=payer, amount=10) for m in minutes]
+
+
+def expected_count_alerts(events: list[str], limit: int, window_ms: int) -> int:
+    """Hand oracle for a COUNT >= limit rule: an alert for each event whose trailing window (t - w, t] of its own
+    payer holds at least ``limit`` events."""
+    times: dict[int, list[int]] = {}
+    for text in events:
+        event = json.loads(text)
+        times.setdefault(event["payerId"], []).append(parse_event_time(event["occurred_at"]))
+    return sum(1 for ts in times.values() for t in ts if sum(1 for u in ts if t - window_ms < u <= t) >= limit)
+
+
+# -- rules --------------------------------------------------------------------------------------------------------
+
+
+def test_list_shows_each_rule_with_badges_sentence_and_an_editable_definition(job: Job) -> None:
+    job.store.add(AGGREGATE, "ana")
+    job.store.add(PATTERN, "ana")
+    job.store.add(COMPLETION_RULE, "ana")
+    answer = job.client().get("/api/rules")
+    assert answer.status_code == 200
+    rules = {r["id"]: r for r in answer.json()}
+    assert list(rules) == ["busy", "small-then-large", "order-fulfilment"]
+    busy = rules["busy"]
+    assert (busy["type"], busy["version"], busy["state"], busy["effective_from"]) == ("aggregate", 1, "ACTIVE", None)
+    assert busy["badges"] == ["ACTIVE", "PENDING"]  # the job has not timed it yet
+    assert (
+        busy["sentence"] == summary_sentence(job.store.current()[0].rule) == "count of events per payerId over 10m >= 3"
+    )
+    # The definition as an operator edits it: readable durations, no per-version fields.
+    assert busy["rule"]["window"] == "10m" and busy["rule"]["limit"] == "3"
+    assert not {"version", "state", "effective_from"} & set(busy["rule"])
+    assert rules["small-then-large"]["badges"] == ["ACTIVE", "PENDING"]
+    assert rules["order-fulfilment"]["badges"] == ["ACTIVE"]  # completion rules have no versions to time
+    assert "ORDER_CREATED" in rules["order-fulfilment"]["sentence"]
+
+
+def test_a_valid_rule_is_created_and_listed(job: Job) -> None:
+    client = job.client()
+    answer = client.post("/api/rules", json={"rule": AGGREGATE, "author": "ana"}, headers=AUTH)
+    assert answer.status_code == 201, answer.text
+    assert answer.json()["id"] == "busy" and answer.json()["version"] == 1
+    assert [r["id"] for r in client.get("/api/rules").json()] == ["busy"]
+    assert job.store.history("busy")[0].author == "ana"
+    # The definition the list shows can be sent back as a new rule elsewhere: it validates as it is.
+    shown = client.get("/api/rules/busy").json()["rule"]
+    again = client.post("/api/validate", headers=AUTH, json={"rule": {**shown, "id": "busy2"}})
+    assert again.json() == {"ok": True, "errors": [], "sentence": "count of events per payerId over 10m >= 3"}
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "got"),
+    [
+        ({"window": "abc"}, "window", "abc"),
+        ({"limit": "x"}, "limit", "x"),
+        ({"group_by": [1]}, "group_by[0]", 1),
+        ({"filter": "amount >>> 2"}, "filter", "amount >>> 2"),
+        ({"output_event": "_x"}, "output_event", "_x"),
+        ({"state": "SLEEPING"}, "state", "SLEEPING"),
+    ],
+)
+def test_an_invalid_aggregate_rule_is_refused_naming_the_field(
+    job: Job, change: dict[str, Any], field: str, got: object
+) -> None:
+    answer = job.client().post("/api/rules", json={"rule": {**AGGREGATE, **change}}, headers=AUTH)
+    assert answer.status_code == 422
+    [error] = answer.json()["errors"]
+    assert (error["rule_id"], error["field"], error["got"]) == ("busy", field, got)
+    assert error["expected"] and "busy" in error["message"]
+    assert job.store.head() == 0  # nothing written
+
+
+@pytest.mark.parametrize(
+    ("pattern_change", "output", "field"),
+    [
+        ({"stages": [{"name": "small"}, {"name": "large", "contiguity": "followed_by", "where": "amount >"}]},
+         None, "pattern.stages[1].where"),
+        ({"within": "xx"}, None, "pattern.within"),
+        ({"stages": [{"name": "a", "where": "amount < 5"}, {"name": "a"}]}, None, "pattern.stages[1].name"),
+        ({}, {"measures": {"m": "foo("}}, "output.measures.m"),
+    ],
+)  # fmt: skip
+def test_an_invalid_pattern_rule_is_refused_naming_the_stage_and_field(
+    job: Job, pattern_change: dict[str, Any], output: dict[str, Any] | None, field: str
+) -> None:
+    rule = {**PATTERN, "pattern": {**PATTERN["pattern"], **pattern_change}}
+    if output is not None:
+        rule["output"] = output
+    client = job.client()
+    answer = client.post("/api/rules", json={"rule": rule}, headers=AUTH)
+    assert answer.status_code == 422, answer.text
+    [error] = answer.json()["errors"]
+    assert (error["rule_id"], error["field"]) == ("small-then-large", field)
+    # /api/validate says the same without writing
+    checked = client.post("/api/validate", headers=AUTH, json={"rule": rule}).json()
+    assert checked["ok"] is False and checked["errors"][0]["field"] == field and checked["sentence"] is None
+    assert job.store.head() == 0
+
+
+def test_validate_checks_against_the_whole_store(job: Job) -> None:
+    job.store.add(COMPLETION_RULE)
+    client = job.client()
+    # Alone the rule is fine; in this store its output name belongs to the completion rule.
+    clash = client.post(
+        "/api/validate", headers=AUTH, json={"rule": {**AGGREGATE, "output_event": "ALL_PARCELS_SHIPPED"}}
+    ).json()
+    assert clash["ok"] is False and clash["errors"][0]["field"] == "output_event"
+    job.store.add(AGGREGATE)
+    # A known id is the next version: the fields to change are enough.
+    change = client.post("/api/validate", headers=AUTH, json={"rule": {"id": "busy", "limit": 5}}).json()
+    assert change == {"ok": True, "errors": [], "sentence": "count of events per payerId over 10m >= 5"}
+    assert job.store.head() == 2
+    missing = client.post("/api/validate", headers=AUTH, json={}).json()
+    assert missing["errors"][0]["field"] == "rule"
+
+
+def test_writes_need_the_token(job: Job) -> None:
+    job.store.add(AGGREGATE)
+    app = create_app(job.settings())
+    client = TestClient(app)
+    missing = client.post("/api/rules", json={"rule": PATTERN})
+    assert missing.status_code == 401 and missing.headers["WWW-Authenticate"] == "Bearer"
+    assert missing.json()["errors"][0]["field"] == "Authorization"
+    assert (
+        client.post("/api/rules", json={"rule": PATTERN}, headers={"Authorization": "Bearer wrong"}).status_code == 403
+    )
+    assert (
+        client.post("/api/rules", json={"rule": PATTERN}, headers={"Authorization": f"Basic {TOKEN}"}).status_code
+        == 401
+    )
+    assert client.post("/api/rules/busy/pause", headers={"Authorization": "Bearer " + TOKEN[:-1]}).status_code == 403
+    assert client.delete("/api/rules/busy").status_code == 401
+    assert job.store.head() == 1  # nothing written
+    # Every route that is not a GET is guarded, including ones added later.
+    writing = [
+        (method.upper(), path)
+        for path, operations in app.openapi()["paths"].items()
+        for method in operations
+        if method != "get"
+    ]
+    assert len(writing) >= 7
+    for method, path in writing:
+        answer = client.request(method, path.replace("{rule_id}", "busy"), json={"rule": AGGREGATE})
+        assert answer.status_code == 401, (method, path)
+        wrong = client.request(method, path.replace("{rule_id}", "busy"), headers={"Authorization": "Bearer x"})
+        assert wrong.status_code == 403, (method, path)
+    assert job.store.head() == 1
+    assert client.get("/api/rules").status_code == 200  # reads need none
+
+
+def test_pause_resume_and_delete_record_versions(job: Job) -> None:
+    job.store.add(AGGREGATE)
+    client = job.client()
+    paused = client.post("/api/rules/busy/pause?author=ana", headers=AUTH)
+    assert (
+        paused.status_code == 200 and paused.json()["version"] == 2 and paused.json()["badges"] == ["PAUSED", "PENDING"]
+    )
+    again = client.post("/api/rules/busy/pause", headers=AUTH)
+    assert again.status_code == 409 and again.json()["errors"][0]["field"] == "state"
+    assert client.post("/api/rules/busy/resume", headers=AUTH).json()["state"] == "ACTIVE"
+    deleted = client.delete("/api/rules/busy", headers=AUTH)
+    assert deleted.status_code == 200 and deleted.json()["state"] == "DELETED"
+    assert client.get("/api/rules").json() == []
+    history = client.get("/api/rules/busy/history").json()
+    assert [(h["version"], h["state"], h["author"]) for h in history] == [
+        (1, "ACTIVE", None), (2, "PAUSED", "ana"), (3, "ACTIVE", "console"), (4, "DELETED", "console"),
+    ]  # fmt: skip
+    assert [v.state for v in job.store.history("busy")] == ["ACTIVE", "PAUSE", "ACTIVE", "DELETE"]
+    assert client.post("/api/rules/nope/pause", headers=AUTH).status_code == 404
+    assert client.get("/api/rules/nope").status_code == 404
+
+
+def test_history_lists_what_changed_between_versions(job: Job) -> None:
+    job.store.add(AGGREGATE)
+    client = job.client()
+    updated = client.put("/api/rules/busy", json={"rule": {"limit": 5, "window": "20m"}, "author": "bo"}, headers=AUTH)
+    assert updated.status_code == 200, updated.text
+    assert updated.json()["version"] == 2 and updated.json()["sentence"].endswith("over 20m >= 5")
+    refused = client.put("/api/rules/busy", json={"rule": {"window": "-1"}}, headers=AUTH)
+    assert refused.status_code == 422 and refused.json()["errors"][0]["field"] == "window"
+    assert client.put("/api/rules/nope", json={"rule": {"limit": 1}}, headers=AUTH).status_code == 404
+    detail = client.get("/api/rules/busy").json()
+    first, second = detail["history"]
+    assert first["change_summary"] == "new rule" and first["author"] is None
+    assert second["changes"] == [
+        {"field": "limit", "before": "3", "after": "5"},
+        {"field": "window", "before": "10m", "after": "20m"},
+    ]
+    assert second["change_summary"] == "limit 3 -> 5; window 10m -> 20m" and second["author"] == "bo"
+    assert client.get("/api/rules/busy/history").json() == detail["history"]
+
+
+def test_pending_until_the_job_assigns_the_event_time(job: Job) -> None:
+    job.store.add(AGGREGATE)
+    client = job.client()
+    assert client.get("/api/rules").json()[0]["badges"] == ["ACTIVE", "PENDING"]
+    job.store.assign_effective_from("busy", 1, T0)
+    [busy] = client.get("/api/rules").json()
+    assert busy["badges"] == ["ACTIVE"] and busy["effective_from"] == "2024-01-01T00:00:00.000Z"
+
+
+def test_a_rule_the_job_quarantined_is_badged_and_listed_in_health(job: Job) -> None:
+    job.store.add(AGGREGATE)
+    job.store.add(PATTERN)
+    job.store.assign_effective_from("busy", 1, T0)
+    job.store.assign_effective_from("small-then-large", 1, T0)
+    client = job.client()
+    # The rule raised: the error record is written, the job pauses it at the end of the batch.
+    job.write_error(3, "small-then-large", T0 + 5 * MINUTE, "ZeroDivisionError: division by zero")
+    [busy, pattern] = client.get("/api/rules").json()
+    assert busy["badges"] == ["ACTIVE"] and busy["quarantine"] is None
+    assert pattern["badges"] == ["ACTIVE", "QUARANTINED"]
+    job.store.pause("small-then-large", author=QUARANTINE_AUTHOR)
+    pattern = client.get("/api/rules/small-then-large").json()
+    assert pattern["badges"] == ["PAUSED", "PENDING", "QUARANTINED"]
+    assert pattern["quarantine"]["error"] == "ZeroDivisionError: division by zero"
+    assert pattern["quarantine"]["at"] == "2024-01-01T00:05:00.000Z" and pattern["quarantine"]["paused_at"]
+    [entry] = client.get("/api/health").json()["quarantined"]
+    assert (entry["rule_id"], entry["error"], entry["at"]) == (
+        "small-then-large", "ZeroDivisionError: division by zero", "2024-01-01T00:05:00.000Z",
+    )  # fmt: skip
+    assert client.get("/api/health").json()["per_rule"]["small-then-large"]["errors"] == 1
+    # An operator resumes it after a fix: the quarantine is over.
+    assert client.post("/api/rules/small-then-large/resume", headers=AUTH).json()["badges"] == ["ACTIVE", "PENDING"]
+    assert client.get("/api/health").json()["quarantined"] == []
+
+
+# -- back-test ----------------------------------------------------------------------------------------------------
+
+
+def test_backtest_counts_the_alerts_of_a_draft_over_a_time_range(job: Job) -> None:
+    early = payments(1, [0, 1, 2, 3, 4, 5]) + payments(2, [0, 20, 40])
+    late = [*payments(3, [100, 101, 102]), line("OTHER", T0, "o1", payerId=9)]
+    (job.input / "part-1.jsonl").write_text("\n".join(early) + "\n", encoding="utf-8")
+    (job.input / "part-2.jsonl").write_text("\n".join(late) + "\nnot json\n", encoding="utf-8")
+    client = job.client()
+    draft = {**AGGREGATE, "id": "draft", "event_types": ["PAY"]}
+    window = {"since": format_iso(T0), "until": T0 + 60 * MINUTE}
+
+    answer = client.post("/api/backtest", json={"rule": draft, **window}, headers=AUTH)
+    assert answer.status_code == 200, answer.text
+    result = answer.json()
+    in_range = early  # minutes 0..59
+    expected = expected_count_alerts(in_range, 3, 10 * MINUTE)
+    independent = LocalRunner(Program(ruleset(draft)), 5_000).run([in_range]).outputs
+    assert expected == len(independent) == 4  # payer 1's 3rd to 6th payment
+    assert result["alerts"] == expected and result["by_type"] == {"ALERT": expected}
+    assert result["events"] == len(in_range) and result["late"] == 0 and result["dead_letters"] == 0
+    assert result["skipped"] == 5  # payer 3, the OTHER event, the unreadable line
+    assert (result["since"], result["until"], result["files"]) == (format_iso(T0), "2024-01-01T01:00:00.000Z", 2)
+    assert [s["event_id"] for s in result["sample"]] == [r["event_id"] for r in independent]
+    assert result["sample"][0]["explanation"].startswith(
+        "ALERT from rule draft v1: count of events for payerId=1 over 10m"
+    )
+
+    everything = client.post("/api/backtest", json={"rule": draft}, headers=AUTH).json()
+    assert everything["alerts"] == expected_count_alerts(early + late[:3], 3, 10 * MINUTE) == 5
+    nothing = {"since": T0 + 200 * MINUTE, "until": T0 + 300 * MINUTE}
+    none = client.post("/api/backtest", json={"rule": draft, **nothing}, headers=AUTH).json()
+    assert (none["alerts"], none["events"], none["sample"]) == (0, 0, [])
+
+    # A draft of changes to a stored rule; the store and the output stay untouched.
+    job.store.add({**AGGREGATE, "event_types": ["PAY"]})
+    lower = client.post("/api/backtest", json={"rule": {"id": "busy", "limit": 2}, **window}, headers=AUTH).json()
+    assert lower["alerts"] == expected_count_alerts(in_range, 2, 10 * MINUTE) == 5
+    assert job.store.head() == 1 and not job.output.exists()
+    bad = client.post("/api/backtest", json={"rule": {**draft, "window": "0"}}, headers=AUTH)
+    assert bad.status_code == 422 and bad.json()["errors"][0]["field"] == "window"
+    assert client.post("/api/backtest", json={"rule": draft, "since": "yesterday"}, headers=AUTH).status_code == 422
+    assert client.post("/api/backtest", json={"rule": draft}).status_code == 401
+
+
+# -- alerts -------------------------------------------------------------------------------------------------------
+
+
+def job_alerts() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Real complex events of an aggregate and a pattern rule, from the engine."""
+    aggregate = LocalRunner(Program(ruleset(AGGREGATE)), 5_000).run(
+        [payments(1, [0, 1, 2, 3]) + payments(2, [5, 6, 7])]
+    )
+    card = [
+        line("PAYMENT", T0 + 10 * MINUTE, "c1", card_id="c9", amount=2),
+        line("PAYMENT", T0 + 11 * MINUTE, "c2", card_id="c9", amount=500),
+    ]
+    pattern = LocalRunner(Program(ruleset(PATTERN)), 5_000).run([card])
+    return aggregate.outputs, pattern.outputs
+
+
+def test_alerts_newest_first_with_explanations_and_filters(job: Job) -> None:
+    aggregate, pattern = job_alerts()
+    assert len(aggregate) == 3 and len(pattern) == 1
+    job.write_alerts("ALERT", 1, aggregate)
+    job.write_alerts("SMALL_THEN_LARGE", 2, pattern)
+    job.write_alerts("_late", 2, [{"reason": "late", "line": "{}"}])  # not alerts
+    client = job.client()
+    listed = client.get("/api/alerts").json()
+    assert [a["occurred_at"] for a in listed] == sorted((r["occurred_at"] for r in aggregate + pattern), reverse=True)
+    by_id = {a["event_id"]: a for a in listed}
+    match = by_id[pattern[0]["event_id"]]
+    assert match["explanation"] == (
+        "SMALL_THEN_LARGE from rule small-then-large v1 for card_id=c9: matched small [c1] then large [c2] "
+        "between 2024-01-01T00:10:00.000Z and 2024-01-01T00:11:00.000Z; small=2"
+    )
+    first = by_id[aggregate[0]["event_id"]]
+    assert first["explanation"] == (
+        "ALERT from rule busy v1: count of events for payerId=1 over 10m (2023-12-31T23:52:00.000Z exclusive to "
+        "2024-01-01T00:02:00.000Z) is 3 >= 3; 3 events in the window, the last p1-2"
+    )
+    assert {a["rule_id"] for a in client.get("/api/alerts?rule_id=busy").json()} == {"busy"}
+    payer_two = client.get("/api/alerts", params={"key": "payerId=2"}).json()
+    assert [a["key"] for a in payer_two] == [{"payerId": 2}]
+    assert client.get("/api/alerts", params={"key": "2"}).json() == payer_two  # a bare value: any key field
+    assert client.get("/api/alerts", params={"rule_id": "busy", "key": "card_id=c9"}).json() == []
+    window = client.get("/api/alerts", params={"since": format_iso(T0 + 3 * MINUTE), "until": T0 + 8 * MINUTE}).json()
+    assert [a["occurred_at"] for a in window] == ["2024-01-01T00:07:00.000Z", "2024-01-01T00:03:00.000Z"]
+    assert len(client.get("/api/alerts?limit=2").json()) == 2
+    assert client.get("/api/alerts?since=soon").status_code == 422
+    assert job.client(output_dir=None).get("/api/alerts").status_code == 503
+
+
+@pytest.fixture
+def served(job: Job) -> Iterator[str]:
+    """The console on a free port of 127.0.0.1, for a real HTTP client."""
+    import uvicorn
+    from servers import free_port
+
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(job.settings()), host="127.0.0.1", port=port, log_level="warning",
+                       timeout_graceful_shutdown=2)
+    )  # fmt: skip
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "the console did not start"
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(10)
+
+
+def test_the_stream_delivers_alerts_written_after_it_opened(job: Job, served: str) -> None:
+    aggregate, pattern = job_alerts()
+    job.write_alerts("ALERT", 1, aggregate[:1])  # before the stream: not sent
+    with httpx.stream("GET", f"{served}/api/alerts/stream?rule_id=busy", timeout=10) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        lines = (line for line in response.iter_lines() if line)  # events end with a blank line
+        assert next(line for line in lines if line.startswith(":")) == ": connected"
+        job.write_alerts("SMALL_THEN_LARGE", 2, pattern)  # another rule: filtered out
+        job.write_alerts("ALERT", 3, aggregate[1:2])
+        event = [next(lines), next(lines), next(lines)]
+    assert event[0] == "event: alert" and event[1] == f"id: {aggregate[1]['event_id']}"
+    data = json.loads(event[2].removeprefix("data: "))
+    assert data["event_id"] == aggregate[1]["event_id"] and data["explanation"].startswith("ALERT from rule busy v1")
+
+
+# -- health -------------------------------------------------------------------------------------------------------
+
+
+def test_health_from_batch_metrics(job: Job) -> None:
+    job.store.add(AGGREGATE)
+    job.store.add(COMPLETION_RULE)
+    now = time.time()
+    batches = [
+        BatchMetrics(1, rows=120, accepted=100, late=0, dead=2, outputs=1, written_at=now - 120, watermark=None,
+                     by_type={"ALERT": 1}, state_keys=10, state_bytes=1000, dead_by_rule={"": 2}),
+        BatchMetrics(2, rows=310, accepted=300, late=4, dead=3, outputs=5, written_at=now - 30, watermark=T0,
+                     by_type={"ALERT": 5}, state_keys=12, state_bytes=1500, late_by_rule={"busy": 4},
+                     dead_by_rule={"busy": 3}),
+        BatchMetrics(3, rows=150, accepted=150, late=1, dead=0, outputs=2, written_at=now - 10,
+                     watermark=T0 + MINUTE, by_type={"ALERT": 2}, state_keys=15, state_bytes=2500,
+                     late_by_rule={"busy": 1}),
+    ]  # fmt: skip
+    for metrics in batches:
+        job.write_metrics(metrics)
+    aggregate, _ = job_alerts()
+    job.write_alerts("ALERT", 2, aggregate)
+    job.write_error(3, "busy", T0, "ValueError: bad")
+    before_ms = int(time.time() * 1000)
+    health = job.client().get("/api/health").json()
+    after_ms = int(time.time() * 1000)
+    assert (health["batches"], health["events"], health["late"], health["dead_letters"]) == (3, 550, 5, 5)
+    assert health["throughput_eps"] == pytest.approx((300 + 150) / 60)  # the two batches of the last minute
+    assert health["watermark"] == "2024-01-01T00:01:00.000Z"
+    assert before_ms - (T0 + MINUTE) <= health["watermark_lag_ms"] <= after_ms - (T0 + MINUTE)
+    assert (health["state_keys"], health["state_bytes"]) == (15, 2500)
+    assert health["per_rule"] == {
+        "busy": {"alerts": 3, "late": 5, "dead_letters": 3, "errors": 1},
+        "order-fulfilment": {"alerts": 0, "late": 0, "dead_letters": 0, "errors": 0},  # quiet rules too
+    }
+    series = health["series"]
+    assert [(p["batch_id"], p["events"], p["alerts"]) for p in series] == [(1, 100, 1), (2, 300, 5), (3, 150, 2)]
+    assert series[0]["throughput_eps"] is None
+    assert series[1]["throughput_eps"] == pytest.approx(300 / 90) and series[2]["throughput_eps"] == pytest.approx(7.5)
+    # A job younger than a minute: its events over the time since its first batch.
+    young = compute_health(
+        [metrics_from_json({"batch_id": 0, "accepted": 40, "written_at": 1000.0})], {}, {}, [], 1020.0
+    )
+    assert young.throughput_eps == 2.0 and young.watermark is None and young.watermark_lag_ms is None
+    # Metrics files of another sparkcep version: unknown fields are left out.
+    assert metrics_from_json({"batch_id": 4, "rows": 1, "from_the_future": 1}).rows == 1
+    empty = job.client(store=None, checkpoint_dir=None, output_dir=None).get("/api/health").json()
+    assert (empty["batches"], empty["throughput_eps"], empty["per_rule"]) == (0, 0.0, {})
+
+
+# -- the page and the OpenAPI document ----------------------------------------------------------------------------
+
+
+def test_the_page_and_the_openapi_document(job: Job, tmp_path: Path) -> None:
+    missing = TestClient(create_app(job.settings(), static_dir=tmp_path / "nothing")).get("/")
+    assert missing.status_code == 200 and "static files are missing" in missing.text
+    static = tmp_path / "static"
+    static.mkdir()
+    (static / "index.html").write_text("<!doctype html><title>console</title>", encoding="utf-8")
+    (static / "app.js").write_text("console.log(1)", encoding="utf-8")
+    client = TestClient(create_app(job.settings(), static_dir=static))
+    assert client.get("/").text == "<!doctype html><title>console</title>"
+    assert client.get("/static/app.js").text == "console.log(1)"
+    document = client.get("/openapi.json").json()
+    assert {"/api/rules", "/api/rules/{rule_id}/history", "/api/backtest", "/api/alerts/stream", "/api/health"} <= set(
+        document["paths"]
+    )
+    create = document["paths"]["/api/rules"]["post"]
+    assert create["security"] == [{"HTTPBearer": []}] and create["tags"] == ["rules"]
+    assert create["responses"]["422"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorResponse")
+    assert "security" not in document["paths"]["/api/rules"]["get"]
+    assert document["paths"]["/api/health"]["get"]["responses"]["200"]["content"]["application/json"]["schema"][
+        "$ref"
+    ].endswith("/Health")
+
+
+# -- PostgreSQL alert store ---------------------------------------------------------------------------------------
+
+
+def outputs_of(records: list[dict[str, Any]]) -> dict[str, list[tuple[int, str]]]:
+    grouped: dict[str, list[tuple[int, str]]] = {}
+    for record in records:
+        grouped.setdefault(str(record["event_type"]), []).append(
+            (parse_event_time(record["occurred_at"]), json.dumps(record))
+        )
+    return grouped
+
+
+def test_alerts_from_the_postgres_alert_store(job: Job, postgres_db: str) -> None:
+    import psycopg
+
+    from sparkcep.console.postgres_alerts import PostgresAlertSource
+
+    aggregate, pattern = job_alerts()
+    sink = PostgresAlertStore(postgres_db)
+    sink.write_batch(1, outputs_of(aggregate[:2]))
+    client = job.client(alerts_url=postgres_db, output_dir=None)
+    listed = client.get("/api/alerts", params={"rule_id": "busy"}).json()
+    assert [a["event_id"] for a in listed] == [aggregate[1]["event_id"], aggregate[0]["event_id"]]
+    assert listed[0]["explanation"].startswith("ALERT from rule busy v1")
+    payer_one = [a["event_id"] for a in listed if a["key"] == {"payerId": 1}]
+    assert [a["event_id"] for a in client.get("/api/alerts", params={"key": "1"}).json()] == payer_one
+    assert [a["event_id"] for a in client.get("/api/alerts", params={"key": "payerId=1"}).json()] == payer_one
+    assert client.get("/api/alerts", params={"key": "payerId=9"}).json() == []
+    assert client.get("/api/health").json()["per_rule"]["busy"]["alerts"] == 2
+
+    source = PostgresAlertSource(postgres_db)
+    tail = source.tail()
+    assert tail.poll() == []  # what was there before the tail opened is not new
+    sink.write_batch(2, outputs_of(pattern))
+    assert [r["event_id"] for r in tail.poll()] == [pattern[0]["event_id"]]
+    sink.write_batch(2, outputs_of(pattern))  # the batch again (after a crash): same alert, not new
+    assert tail.poll() == []
+
+    # A job's transaction takes an arrival number, another commits a later one first: the earlier row becomes
+    # visible after the later one was streamed, and must still be streamed.
+    with psycopg.connect(postgres_db) as slow:
+        slow.execute(
+            "INSERT INTO sparkcep_alerts (event_id, event_type, rule_id, key_text, occurred_at_ms, record, batch_id, "
+            "written_at) VALUES (%s, 'ALERT', 'busy', 'payerId=2', %s, %s, 3, 'now')",
+            (aggregate[2]["event_id"], T0, json.dumps(aggregate[2])),
+        )
+        sink.write_batch(4, outputs_of([{**pattern[0], "event_id": "later"}]))
+        assert [r["event_id"] for r in tail.poll()] == ["later"]
+        slow.commit()
+    assert [r["event_id"] for r in tail.poll()] == [aggregate[2]["event_id"]]
+    assert tail.poll() == []
+    assert source.counts_by_rule() == {"busy": 3, "small-then-large": 2}
+
+
+# -- settings -----------------------------------------------------------------------------------------------------
+
+
+def test_settings_from_the_pipeline_file_and_the_command_line(tmp_path: Path) -> None:
+    from sparkcep.console import settings_from_config
+    from sparkcep.console.settings import override
+
+    config = tmp_path / "pipeline.yaml"
+    config.write_text(
+        "source: {type: files, path: events}\nrules: {store: 'sqlite:rules.db'}\n"
+        "sinks: {files: out, postgres: ['postgresql://cep@db:5432/alerts']}\ncheckpoint: ck\nwatermark_delay: 30s\n",
+        encoding="utf-8",
+    )
+    settings = settings_from_config(config, TOKEN)
+    assert (settings.store, settings.alerts_url, settings.watermark_delay_ms) == (
+        "sqlite:rules.db", "postgresql://cep@db:5432/alerts", 30_000,
+    )  # fmt: skip
+    assert (settings.input_dir, settings.output_dir) == (tmp_path / "events", tmp_path / "out")
+    assert settings.metrics_dir == tmp_path / "ck" / "sparkcep" / "metrics"
+    changed = override(settings, input_dir=tmp_path / "history", alerts_url=None)
+    assert changed.input_dir == tmp_path / "history" and changed.alerts_url == settings.alerts_url
