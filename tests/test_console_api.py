@@ -7,11 +7,13 @@ import threading
 import time
 import warnings
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
 with warnings.catch_warnings():
     # Starlette 1.x would rather drive its test client with httpx2; httpx is what the project pins and works.
@@ -27,11 +29,11 @@ from sparkcep.spark.sink import BatchMetrics
 from sparkcep.store import RuleStore, open_store, summary_sentence
 from sparkcep.timeutil import format_iso, parse_event_time
 
-from helpers import COMPLETION_RULE, MINUTE, T0, line, ruleset
+from helpers import COMPLETION_RULE, DAY, INACTIVITY_RULE, MINUTE, T0, line, order, parcel, ruleset, track
 
 TOKEN = "test-token-0123456789"  # noqa: S105  # a test value
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-AGGREGATE = {
+AGGREGATE: dict[str, Any] = {
     "type": "aggregate",
     "id": "busy",
     "group_by": ["payerId"],
@@ -40,7 +42,7 @@ AGGREGATE = {
     "limit": 3,
     "window": "10m",
 }
-PATTERN = {
+PATTERN: dict[str, Any] = {
     "type": "pattern",
     "id": "small-then-large",
     "key": ["card_id"],
@@ -130,10 +132,22 @@ def test_list_shows_each_rule_with_badges_sentence_and_an_editable_definition(jo
     job.store.add(AGGREGATE, "ana")
     job.store.add(PATTERN, "ana")
     job.store.add(COMPLETION_RULE, "ana")
+    job.store.add(INACTIVITY_RULE, "ana")
     answer = job.client().get("/api/rules")
     assert answer.status_code == 200
     rules = {r["id"]: r for r in answer.json()}
-    assert list(rules) == ["busy", "small-then-large", "order-fulfilment"]
+    assert list(rules) == ["busy", "small-then-large", "order-fulfilment", "device-offline"]
+    assert {r["id"]: r["versioned"] for r in rules.values()} == {
+        "busy": True, "small-then-large": True, "order-fulfilment": False, "device-offline": False,
+    }  # fmt: skip
+    # Every rule type in English, a pattern's stages in order with their conditions, within and output.
+    assert rules["small-then-large"]["sentence"] == (
+        "per card_id, in PAYMENT events: small (amount < 5), followed by large (amount > 100 * last(small).amount) "
+        "within 10m; emits SMALL_THEN_LARGE"
+    )
+    assert rules["device-offline"]["sentence"] == (
+        "per device_id, DEVICE_OFFLINE after 30m without TRACK events, DEVICE_ONLINE when it sends again"
+    )
     busy = rules["busy"]
     assert (busy["type"], busy["version"], busy["state"], busy["effective_from"]) == ("aggregate", 1, "ACTIVE", None)
     assert busy["badges"] == ["ACTIVE", "PENDING"]  # the job has not timed it yet
@@ -303,6 +317,62 @@ def test_history_lists_what_changed_between_versions(job: Job) -> None:
     assert client.get("/api/rules/busy/history").json() == detail["history"]
 
 
+def test_a_pattern_is_edited_like_an_aggregate_and_fixed_rule_types_refuse_changes(job: Job) -> None:
+    job.store.add(PATTERN)
+    job.store.add(COMPLETION_RULE)
+    job.store.add(INACTIVITY_RULE)
+    client = job.client()
+    wider = {**PATTERN["pattern"], "within": "20m"}
+    updated = client.put("/api/rules/small-then-large", json={"rule": {"pattern": wider}}, headers=AUTH)
+    assert updated.status_code == 200, updated.text
+    assert (updated.json()["version"], updated.json()["badges"]) == (2, ["ACTIVE", "PENDING"])
+    assert updated.json()["sentence"].endswith("within 20m; emits SMALL_THEN_LARGE")
+    [change] = client.get("/api/rules/small-then-large/history").json()[1]["changes"]
+    assert change["field"] == "pattern"
+    assert (change["before"]["within"], change["after"]["within"]) == ("10m", "20m")
+    # The page sends the whole definition back from the list: that is a next version too.
+    shown = client.get("/api/rules/small-then-large").json()["rule"]
+    stages = [shown["pattern"]["stages"][0], {"name": "large", "contiguity": "next", "where": "amount >"}]
+    broken = {**shown, "pattern": {**shown["pattern"], "stages": stages}}
+    refused = client.put("/api/rules/small-then-large", json={"rule": broken}, headers=AUTH)
+    assert refused.status_code == 422 and refused.json()["errors"][0]["field"] == "pattern.stages[1].where"
+    head = job.store.head()
+    # Completion and inactivity rules have no versions in a store: listed, never changed.
+    for rule_id, change_to in (("order-fulfilment", {"deadline": "3d"}), ("device-offline", {"timeout": "1h"})):
+        put = client.put(f"/api/rules/{rule_id}", json={"rule": change_to}, headers=AUTH)
+        assert put.status_code == 422 and put.json()["errors"][0]["field"] == "type", put.text
+        for action in ("pause", "resume"):
+            answer = client.post(f"/api/rules/{rule_id}/{action}", headers=AUTH)
+            assert answer.status_code == 409 and answer.json()["errors"][0]["rule_id"] == rule_id, answer.text
+        assert client.delete(f"/api/rules/{rule_id}", headers=AUTH).status_code == 409
+    assert job.store.head() == head
+
+
+def test_a_pattern_sentence_names_quantifiers_negations_and_the_timeout_output() -> None:
+    from sparkcep.console.sentences import rule_sentence
+
+    rule = {
+        "type": "pattern", "id": "login-burst", "key": "user",
+        "pattern": {
+            "stages": [
+                {"name": "fail", "where": "ok = false", "times_or_more": 3, "until": "ok = true"},
+                {"name": "reset", "contiguity": "not_followed_by", "where": "kind = 'reset'"},
+                {"name": "win", "contiguity": "next", "times": [1, 2], "optional": True, "greedy": True},
+                {"name": "done", "contiguity": "followed_by_any"},
+            ],
+            "within": "1h",
+        },
+        "output": {"timeout_event_type": "BURST_OPEN"},
+    }  # fmt: skip
+    assert rule_sentence(rule) == (
+        "per user: fail 3 or more times (ok == false) until ok == true, not followed by reset (kind == 'reset'), "
+        "next win 1 to 2 times (optional), followed by any done within 1h; emits LOGIN_BURST, BURST_OPEN when a "
+        "partial match times out"
+    )
+    # A pattern the parser refuses is still named, by its type.
+    assert rule_sentence({**rule, "pattern": {"stages": []}}) == "pattern rule"
+
+
 def test_pending_until_the_job_assigns_the_event_time(job: Job) -> None:
     job.store.add(AGGREGATE)
     client = job.client()
@@ -383,6 +453,58 @@ def test_backtest_counts_the_alerts_of_a_draft_over_a_time_range(job: Job) -> No
     assert client.post("/api/backtest", json={"rule": draft}).status_code == 401
 
 
+def test_backtest_of_a_draft_pattern_shows_its_matched_events(job: Job) -> None:
+    cards = [
+        line("PAYMENT", T0, "c1", card_id="c9", amount=2),
+        line("PAYMENT", T0 + MINUTE, "c2", card_id="c9", amount=500),
+        line("PAYMENT", T0 + 2 * MINUTE, "c3", card_id="c8", amount=1),
+        line("PAYMENT", T0 + 3 * MINUTE, "c4", card_id="c8", amount=50),  # not 100 times the small one
+        line("PAYMENT", T0 + 4 * MINUTE, "c5", card_id="c7", amount=3),
+        line("PAYMENT", T0 + 5 * MINUTE, "c6", card_id="c7", amount=301),
+    ]
+    (job.input / "cards.jsonl").write_text("\n".join(cards) + "\n", encoding="utf-8")
+    answer = job.client().post("/api/backtest", json={"rule": PATTERN}, headers=AUTH)
+    assert answer.status_code == 200, answer.text
+    result = answer.json()
+    independent = LocalRunner(Program(ruleset(PATTERN)), 5_000).run([cards]).outputs
+    assert result["alerts"] == len(independent) == 2 and result["by_type"] == {"SMALL_THEN_LARGE": 2}
+    assert sorted(s["explanation"] for s in result["sample"]) == [
+        "SMALL_THEN_LARGE from rule small-then-large v1 for card_id=c7: matched small [c5] then large [c6] between "
+        "2024-01-01T00:04:00.000Z and 2024-01-01T00:05:00.000Z; small=3",
+        "SMALL_THEN_LARGE from rule small-then-large v1 for card_id=c9: matched small [c1] then large [c2] between "
+        "2024-01-01T00:00:00.000Z and 2024-01-01T00:01:00.000Z; small=2",
+    ]
+
+
+MARKER_CODE = "__import__('pathlib').Path({path!r}).touch()"
+
+
+def test_rule_text_is_parsed_never_executed(job: Job, tmp_path: Path) -> None:
+    """Python in a filter, a condition or a measure is refused by the expression parser; nothing runs it."""
+    marker = tmp_path / "executed"
+    code = MARKER_CODE.format(path=str(marker))
+    (job.input / "pay.jsonl").write_text("\n".join(payments(1, [0, 1, 2])) + "\n", encoding="utf-8")
+    stages = [{"name": "small", "where": code}, PATTERN["pattern"]["stages"][1]]
+    attempts = [
+        ({**AGGREGATE, "filter": code}, "filter"),
+        ({**PATTERN, "pattern": {**PATTERN["pattern"], "stages": stages}}, "pattern.stages[0].where"),
+        ({**PATTERN, "output": {"measures": {"m": code}}}, "output.measures.m"),
+    ]
+    client = job.client()
+    for rule, field in attempts:
+        for path in ("/api/rules", "/api/validate", "/api/backtest"):
+            answer = client.post(path, json={"rule": rule}, headers=AUTH)
+            errors = answer.json()["errors"]
+            assert errors and errors[0]["field"] == field, (path, field, answer.text)
+            assert answer.status_code == (200 if path == "/api/validate" else 422)
+    assert job.store.head() == 0
+    # A field name is a name: stored and looked up in events as it is.
+    named = {**AGGREGATE, "function": "SUM", "field": code}
+    assert client.post("/api/backtest", json={"rule": named}, headers=AUTH).json()["alerts"] == 0
+    assert client.post("/api/rules", json={"rule": named}, headers=AUTH).status_code == 201
+    assert not marker.exists()
+
+
 # -- alerts -------------------------------------------------------------------------------------------------------
 
 
@@ -431,41 +553,88 @@ def test_alerts_newest_first_with_explanations_and_filters(job: Job) -> None:
     assert job.client(output_dir=None).get("/api/alerts").status_code == 503
 
 
-@pytest.fixture
-def served(job: Job) -> Iterator[str]:
-    """The console on a free port of 127.0.0.1, for a real HTTP client."""
+def test_completion_inactivity_and_timed_out_pattern_alerts_are_explained_and_found_by_key(job: Job) -> None:
+    timed_out_pattern = {**PATTERN, "output": {**PATTERN["output"], "timeout_event_type": "SMALL_NOT_FOLLOWED"}}
+    rules = (COMPLETION_RULE, INACTIVITY_RULE, timed_out_pattern)
+    for rule in rules:
+        job.store.add(rule)
+    events = [
+        order("o1", T0, 2), parcel("o1", "p1", T0 + MINUTE), parcel("o1", "p2", T0 + 2 * MINUTE), order("o2", T0, 3),
+        track("d1", T0), track("d1", T0 + 60 * MINUTE),
+        line("PAYMENT", T0, "c1", card_id="c9", amount=2),
+        track("d2", T0 + 8 * DAY),  # moves the watermark past every deadline
+    ]  # fmt: skip
+    outputs = LocalRunner(Program(ruleset(*rules)), 5_000).run([events]).outputs
+    for event_type in sorted({str(r["event_type"]) for r in outputs}):
+        job.write_alerts(event_type, 1, [r for r in outputs if r["event_type"] == event_type])
+    client = job.client()
+    explained = {(a["event_type"], a["key_text"]): a["explanation"] for a in client.get("/api/alerts").json()}
+    assert explained[("ALL_PARCELS_SHIPPED", "order_number=o1")] == (
+        "ALL_PARCELS_SHIPPED from rule order-fulfilment for order_number=o1 at 2024-01-01T00:02:00.000Z; "
+        "parcels_to_ship=2, parcels_shipped=2"
+    )
+    assert explained[("THRESHOLD_EXCEEDED", "order_number=o2")].endswith("parcels_to_ship=3, parcels_shipped=0")
+    assert explained[("DEVICE_OFFLINE", "device_id=d1")] == (
+        "DEVICE_OFFLINE from rule device-offline for device_id=d1 at 2024-01-01T00:30:00.000Z; "
+        "last_event_at=2024-01-01T00:00:00.000Z"
+    )
+    assert explained[("SMALL_NOT_FOLLOWED", "card_id=c9")] == (
+        "SMALL_NOT_FOLLOWED from rule small-then-large v1 for card_id=c9: partial match small [c1] between "
+        "2024-01-01T00:00:00.000Z and 2024-01-01T00:00:00.000Z not completed within 10m"
+    )
+    # Their key is a plain field that only the rule names; the key filter finds them all the same.
+    by_key = client.get("/api/alerts", params={"key": "o2"}).json()
+    assert [(a["event_type"], a["rule_id"]) for a in by_key] == [("THRESHOLD_EXCEEDED", "order-fulfilment")]
+    d1 = client.get("/api/alerts", params={"key": "device_id=d1", "rule_id": "device-offline"}).json()
+    assert [a["event_type"] for a in d1] == ["DEVICE_OFFLINE", "DEVICE_ONLINE", "DEVICE_OFFLINE"]
+
+
+@contextmanager
+def serving(app: FastAPI) -> Iterator[str]:
+    """The app on a free port of 127.0.0.1, served by uvicorn in a thread, for real HTTP clients and browsers."""
     import uvicorn
     from servers import free_port
 
     port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(job.settings()), host="127.0.0.1", port=port, log_level="warning",
-                       timeout_graceful_shutdown=2)
-    )  # fmt: skip
-    thread = threading.Thread(target=server.run, daemon=True)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=2)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="console-server", daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the console did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
+    try:
+        deadline = time.monotonic() + 20
+        while not server.started:
+            assert time.monotonic() < deadline and thread.is_alive(), "the console did not start"
+            time.sleep(0.02)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(15)
+
+
+@pytest.fixture
+def served(job: Job) -> Iterator[str]:
+    with serving(create_app(job.settings())) as base:
+        yield base
 
 
 def test_the_stream_delivers_alerts_written_after_it_opened(job: Job, served: str) -> None:
     aggregate, pattern = job_alerts()
-    job.write_alerts("ALERT", 1, aggregate[:1])  # before the stream: not sent
-    with httpx.stream("GET", f"{served}/api/alerts/stream?rule_id=busy", timeout=10) as response:
+    payer_one = [r for r in aggregate if r["key"] == {"payerId": 1}]
+    [payer_two] = [r for r in aggregate if r["key"] == {"payerId": 2}]
+    job.write_alerts("ALERT", 1, [payer_two])  # before the stream: not sent
+    stream = f"{served}/api/alerts/stream"
+    with httpx.stream("GET", stream, params={"rule_id": "busy", "key": "2"}, timeout=10) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
         lines = (line for line in response.iter_lines() if line)  # events end with a blank line
         assert next(line for line in lines if line.startswith(":")) == ": connected"
-        job.write_alerts("SMALL_THEN_LARGE", 2, pattern)  # another rule: filtered out
-        job.write_alerts("ALERT", 3, aggregate[1:2])
+        job.write_alerts("SMALL_THEN_LARGE", 2, [{**pattern[0], "key": {"card_id": "2"}}])  # another rule: not sent
+        job.write_alerts("ALERT", 3, payer_one)  # another key: not sent
+        job.write_alerts("ALERT", 4, [{**payer_two, "event_id": "again"}])
         event = [next(lines), next(lines), next(lines)]
-    assert event[0] == "event: alert" and event[1] == f"id: {aggregate[1]['event_id']}"
+    assert event[0] == "event: alert" and event[1] == "id: again"
     data = json.loads(event[2].removeprefix("data: "))
-    assert data["event_id"] == aggregate[1]["event_id"] and data["explanation"].startswith("ALERT from rule busy v1")
+    assert (data["key_text"], data["rule_id"]) == ("payerId=2", "busy")
+    assert data["explanation"].startswith("ALERT from rule busy v1: count of events for payerId=2")
 
 
 # -- health -------------------------------------------------------------------------------------------------------
@@ -520,7 +689,7 @@ def test_health_from_batch_metrics(job: Job) -> None:
 # -- the page and the OpenAPI document ----------------------------------------------------------------------------
 
 
-def test_the_page_and_the_openapi_document(job: Job, tmp_path: Path) -> None:
+def test_the_page_and_its_static_files(job: Job, tmp_path: Path) -> None:
     missing = TestClient(create_app(job.settings(), static_dir=tmp_path / "nothing")).get("/")
     assert missing.status_code == 200 and "static files are missing" in missing.text
     static = tmp_path / "static"
@@ -530,17 +699,55 @@ def test_the_page_and_the_openapi_document(job: Job, tmp_path: Path) -> None:
     client = TestClient(create_app(job.settings(), static_dir=static))
     assert client.get("/").text == "<!doctype html><title>console</title>"
     assert client.get("/static/app.js").text == "console.log(1)"
-    document = client.get("/openapi.json").json()
-    assert {"/api/rules", "/api/rules/{rule_id}/history", "/api/backtest", "/api/alerts/stream", "/api/health"} <= set(
-        document["paths"]
-    )
-    create = document["paths"]["/api/rules"]["post"]
-    assert create["security"] == [{"HTTPBearer": []}] and create["tags"] == ["rules"]
-    assert create["responses"]["422"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorResponse")
-    assert "security" not in document["paths"]["/api/rules"]["get"]
-    assert document["paths"]["/api/health"]["get"]["responses"]["200"]["content"]["application/json"]["schema"][
-        "$ref"
-    ].endswith("/Health")
+
+
+def test_the_openapi_document_describes_every_route(job: Job) -> None:
+    from fastapi.routing import APIRoute
+
+    from sparkcep.console import alerts_api, backtest_api, health_api, rules_api
+
+    app = create_app(job.settings())
+    document = TestClient(app).get("/openapi.json").json()
+    routers = (rules_api.router, rules_api.writes, backtest_api.router, alerts_api.router, health_api.router, app)
+    served = {
+        (method.lower(), route.path)
+        for router in routers
+        for route in router.routes
+        if isinstance(route, APIRoute)
+        for method in route.methods or ()
+    }
+    documented = {(method, path) for path, operations in document["paths"].items() for method in operations}
+    assert documented == served and len(served) == 14
+    schemas = document["components"]["schemas"]
+    assert "HTTPValidationError" not in schemas  # every refusal is an ErrorResponse, FastAPI's own checks too
+    for method, path in sorted(documented):
+        operation = document["paths"][path][method]
+        where = f"{method.upper()} {path}"
+        assert operation.get("summary") and operation.get("description") and operation.get("tags"), where
+        ok = next(status for status in operation["responses"] if status.startswith("2"))
+        content = operation["responses"][ok]["content"]
+        if path == "/":
+            assert list(content) == ["text/html"]
+        elif path == "/api/alerts/stream":
+            assert list(content) == ["text/event-stream"] and "Alert" in operation["responses"][ok]["description"]
+        else:
+            schema = content["application/json"]["schema"]
+            ref = schema.get("$ref") or schema["items"]["$ref"]
+            assert ref.removeprefix("#/components/schemas/") in schemas, where
+        for status, response in operation["responses"].items():
+            if not status.startswith("2"):
+                assert response["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorResponse"), where
+        writes = method != "get"
+        assert (operation.get("security") == [{"HTTPBearer": []}]) == writes, where
+        assert writes == ({"401", "403"} <= set(operation["responses"])), where
+        if method in ("post", "put") and not path.endswith(("/pause", "/resume")):
+            body = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+            assert body.removeprefix("#/components/schemas/") in schemas, where
+    # The statuses the tests see are documented where they happen.
+    responses = {(m, p): set(document["paths"][p][m]["responses"]) for m, p in documented}
+    assert {"404", "409"} <= responses[("post", "/api/rules/{rule_id}/pause")]
+    assert {"404", "422"} <= responses[("put", "/api/rules/{rule_id}")]
+    assert {"503"} <= responses[("get", "/api/rules")] and {"503"} <= responses[("post", "/api/backtest")]
 
 
 # -- PostgreSQL alert store ---------------------------------------------------------------------------------------

@@ -15,19 +15,21 @@ from starlette.concurrency import run_in_threadpool
 from .alert_sources import AlertQuery, AlertSource, KeyFields
 from .context import Console, event_time, get_console
 from .explanations import with_explanation
-from .schemas import Alert, ErrorResponse
+from .responses import refusals
+from .schemas import Alert
 
 POLL_S = 0.5
 KEEPALIVE_S = 15.0  # a comment line this often keeps proxies from closing an idle stream
 
 router = APIRouter(prefix="/api", tags=["alerts"])
+_STREAM = (
+    "Server-sent events: `retry: 2000` and the comment `: connected` first, then one event per new alert: "
+    "`event: alert`, `id:` its event id, `data:` the alert as one line of JSON, shaped as the `Alert` schema."
+)
 ConsoleDep = Annotated[Console, Depends(get_console)]
-_UNAVAILABLE: dict[int | str, dict[str, Any]] = {
-    503: {"model": ErrorResponse, "description": "the console has no --output or --alerts"}
-}
 
 
-@router.get("/alerts", summary="The newest alerts", response_model=list[Alert], responses=_UNAVAILABLE)
+@router.get("/alerts", summary="The newest alerts", response_model=list[Alert], responses=refusals(422, 503))
 def list_alerts(
     console: ConsoleDep,
     rule_id: str | None = None,
@@ -79,8 +81,8 @@ async def alert_stream(
     "/alerts/stream",
     summary="New alerts as server-sent events",
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/event-stream": {}}, "description": "one 'alert' event per new alert"},
-               **_UNAVAILABLE},
+    responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}, "description": _STREAM},
+               **refusals(422, 503)},
 )  # fmt: skip
 def stream_alerts(
     request: Request, console: ConsoleDep, rule_id: str | None = None, key: str | None = None

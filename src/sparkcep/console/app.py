@@ -49,6 +49,7 @@ def create_app(settings: ConsoleSettings, static_dir: Path = STATIC_DIR) -> Fast
 
     @app.get("/", tags=["page"], summary="The web page", response_class=HTMLResponse)
     def index() -> Response:
+        """The operations console's page; it reads the write token from the URL fragment (``#token=...``)."""
         page = static_dir / "index.html"
         if page.is_file():
             return FileResponse(page, media_type="text/html")

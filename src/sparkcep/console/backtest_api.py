@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
@@ -13,21 +13,18 @@ from .auth import require_token
 from .backtest import run_backtest
 from .context import Console, event_time, get_console
 from .explanations import with_explanation
-from .schemas import BacktestRequest, BacktestResponse, ErrorResponse
+from .responses import WRITE, refusals
+from .schemas import BacktestRequest, BacktestResponse
 from .validation import draft_rule_set
 
-_REFUSED: dict[int | str, dict[str, Any]] = {
-    401: {"model": ErrorResponse, "description": "no bearer token"},
-    403: {"model": ErrorResponse, "description": "a wrong token"},
-    422: {"model": ErrorResponse, "description": "the draft or a time does not validate"},
-    503: {"model": ErrorResponse, "description": "the console has no --input"},
-}
-
 # A back-test can read a long history: it is a write-protected operation like the edits (it costs the server).
-router = APIRouter(prefix="/api", tags=["backtest"], dependencies=[Depends(require_token)], responses=_REFUSED)
+router = APIRouter(prefix="/api", tags=["backtest"], dependencies=[Depends(require_token)])
 
 
-@router.post("/backtest", summary="Back-test a draft rule", response_model=BacktestResponse)
+@router.post(
+    "/backtest", summary="Back-test a draft rule", response_model=BacktestResponse,
+    responses=refusals(*WRITE, 422, 503),
+)  # fmt: skip
 def backtest(body: BacktestRequest, console: Annotated[Console, Depends(get_console)]) -> BacktestResponse:
     """Evaluates the draft alone, active over the whole range, on the events in [since, until) with the engine
     the job runs. Writes nothing. ``rule`` may hold only changes to a rule in the store."""

@@ -89,5 +89,7 @@ def explain(record: Mapping[str, Any], key_fields: KeyFields) -> str:
 
 
 def with_explanation(record: dict[str, Any], key_fields: KeyFields) -> dict[str, Any]:
-    """The record with ``explanation`` (the job's own short one for aggregates is replaced by a fuller one)."""
-    return {**record, "explanation": explain(record, key_fields)}
+    """The record with ``explanation`` (the job's own short one for aggregates is replaced by a fuller one) and
+    ``key_text``: completion and inactivity events carry their key as a plain field, which only the rule names,
+    so the page could not show or filter by it otherwise."""
+    return {**record, "key_text": key_text(record, key_fields), "explanation": explain(record, key_fields)}

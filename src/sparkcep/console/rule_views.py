@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sparkcep.store import StoredVersion, definition_diff, describe_diff, summary_sentence
+from sparkcep.store import StoredVersion, definition_diff, describe_diff
 from sparkcep.store.records import VERSIONED_TYPES
 from sparkcep.store.versions import definition
 from sparkcep.timeutil import format_duration, format_iso
 
 from .schemas import FieldChange, HistoryEntry, QuarantineInfo, RuleDetail, RuleView
+from .sentences import rule_sentence
 
 # The store says PAUSE and DELETE (what a version does); the API says what the rule is.
 STATE_WORDS = {"ACTIVE": "ACTIVE", "PAUSE": "PAUSED", "DELETE": "DELETED"}
@@ -63,9 +64,10 @@ def rule_view(version: StoredVersion, quarantine: QuarantineInfo | None) -> Rule
         type=version.rule_type,
         version=version.version,
         state=state_word(version.state),
+        versioned=version.rule_type in VERSIONED_TYPES,
         badges=badges(version, quarantine),
         effective_from=effective_from(version),
-        sentence=summary_sentence(version.rule),
+        sentence=rule_sentence(version.rule),
         rule=editable(version.rule),
         recorded_at=version.recorded_at,
         author=version.author,
@@ -90,7 +92,7 @@ def history_entries(versions: Sequence[StoredVersion]) -> list[HistoryEntry]:
                 effective_from=effective_from(version),
                 recorded_at=version.recorded_at,
                 author=version.author,
-                sentence=summary_sentence(version.rule),
+                sentence=rule_sentence(version.rule),
                 changes=changes,
                 change_summary=describe_diff(previous, version.rule),
                 rule=editable(version.rule),

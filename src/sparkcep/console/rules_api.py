@@ -13,9 +13,9 @@ from sparkcep.store import RuleStore, StoredVersion
 from .auth import require_token
 from .context import Console, get_console
 from .errors import ApiError, refusal
+from .responses import WRITE, refusals
 from .rule_views import history_entries, rule_detail, rule_view
 from .schemas import (
-    ErrorResponse,
     HistoryEntry,
     RuleDetail,
     RuleView,
@@ -26,17 +26,9 @@ from .schemas import (
 from .validation import validate_rule
 
 DEFAULT_AUTHOR = "console"
-_REFUSED: dict[int | str, dict[str, Any]] = {
-    401: {"model": ErrorResponse, "description": "no bearer token"},
-    403: {"model": ErrorResponse, "description": "a wrong token"},
-    404: {"model": ErrorResponse, "description": "no rule with this id in the store"},
-    409: {"model": ErrorResponse, "description": "the state change does not apply (e.g. pausing a paused rule)"},
-    422: {"model": ErrorResponse, "description": "the rule does not validate: each error names its field"},
-    503: {"model": ErrorResponse, "description": "the console has no rule store, or it cannot be used"},
-}
 
 router = APIRouter(prefix="/api", tags=["rules"])
-writes = APIRouter(prefix="/api", tags=["rules"], dependencies=[Depends(require_token)], responses=_REFUSED)
+writes = APIRouter(prefix="/api", tags=["rules"], dependencies=[Depends(require_token)], responses=refusals(*WRITE))
 ConsoleDep = Annotated[Console, Depends(get_console)]
 
 
@@ -61,7 +53,7 @@ def _write(
     return rule_view(written, console.quarantine().get(written.rule_id))
 
 
-@router.get("/rules", summary="Current rules and patterns", response_model=list[RuleView])
+@router.get("/rules", summary="Current rules and patterns", response_model=list[RuleView], responses=refusals(503))
 def list_rules(console: ConsoleDep) -> list[RuleView]:
     """The latest version of every rule that is not deleted, with badges and its sentence."""
     store = console.require_store()
@@ -69,21 +61,32 @@ def list_rules(console: ConsoleDep) -> list[RuleView]:
     return [rule_view(v, quarantine.get(v.rule_id)) for v in store.current()]
 
 
-@router.get("/rules/{rule_id}", summary="One rule with its history", response_model=RuleDetail, responses=_REFUSED)
+@router.get(
+    "/rules/{rule_id}",
+    summary="One rule with its history",
+    response_model=RuleDetail,
+    responses=refusals(404, 422, 503),
+)
 def get_rule(rule_id: str, console: ConsoleDep) -> RuleDetail:
+    """The latest version (deleted rules too) with badges and sentence, and every version with its changes."""
     versions = _history(console.require_store(), rule_id)
     return rule_detail(versions, console.quarantine().get(rule_id))
 
 
 @router.get(
-    "/rules/{rule_id}/history", summary="Every version of a rule", response_model=list[HistoryEntry], responses=_REFUSED
+    "/rules/{rule_id}/history",
+    summary="Every version of a rule",
+    response_model=list[HistoryEntry],
+    responses=refusals(404, 422, 503),
 )
 def get_history(rule_id: str, console: ConsoleDep) -> list[HistoryEntry]:
     """Every version in order; ``changes`` lists the fields changed against the previous version."""
     return history_entries(_history(console.require_store(), rule_id))
 
 
-@writes.post("/validate", summary="Validate a rule without writing it", response_model=ValidateResponse)
+@writes.post(
+    "/validate", summary="Validate a rule without writing it", response_model=ValidateResponse, responses=refusals(422)
+)
 def validate(body: ValidateRequest, console: ConsoleDep) -> ValidateResponse:
     """Checks the rule as the store would: a new id is a new rule, a known id the next version of that rule
     (then ``rule`` may hold only the fields to change). Writes nothing, yet needs the token like every request
@@ -92,13 +95,18 @@ def validate(body: ValidateRequest, console: ConsoleDep) -> ValidateResponse:
     return ValidateResponse(ok=not errors, errors=errors, sentence=sentence)
 
 
-@writes.post("/rules", summary="Create a rule", status_code=201, response_model=RuleView)
+@writes.post("/rules", summary="Create a rule", status_code=201, response_model=RuleView, responses=refusals(422, 503))
 def create_rule(body: RuleWrite, console: ConsoleDep) -> RuleView:
     """Records version 1 of a new rule (its id must be new); it takes effect on the job's next batch."""
     return _write(console, body.rule, lambda store: store.add(body.rule, body.author or DEFAULT_AUTHOR))
 
 
-@writes.put("/rules/{rule_id}", summary="Record the next version of a rule", response_model=RuleView)
+@writes.put(
+    "/rules/{rule_id}",
+    summary="Record the next version of a rule",
+    response_model=RuleView,
+    responses=refusals(404, 422, 503),
+)
 def update_rule(rule_id: str, body: RuleWrite, console: ConsoleDep) -> RuleView:
     """``rule`` is a full definition (it names a ``type``) or the fields to change; the new version is ACTIVE
     and takes effect on the job's next batch unless it says otherwise."""
@@ -107,7 +115,9 @@ def update_rule(rule_id: str, body: RuleWrite, console: ConsoleDep) -> RuleView:
     return _write(console, rule, lambda store: store.update(rule_id, body.rule, body.author or DEFAULT_AUTHOR))
 
 
-def _transition(name: str, summary: str, method: Callable[[RuleStore, str, str | None], StoredVersion]) -> None:
+def _transition(
+    name: str, summary: str, description: str, method: Callable[[RuleStore, str, str | None], StoredVersion]
+) -> None:
     def handler(rule_id: str, console: ConsoleDep, author: str | None = None) -> RuleView:
         _history(console.require_store(), rule_id)
         return _write(console, {"id": rule_id}, lambda store: method(store, rule_id, author or DEFAULT_AUTHOR), True)
@@ -115,9 +125,20 @@ def _transition(name: str, summary: str, method: Callable[[RuleStore, str, str |
     handler.__name__ = f"{name}_rule"
     path = f"/rules/{{rule_id}}/{name}" if name != "delete" else "/rules/{rule_id}"
     route = writes.delete if name == "delete" else writes.post
-    route(path, summary=summary, response_model=RuleView)(handler)
+    responses = refusals(404, 409, 422, 503)
+    route(path, summary=summary, description=description, response_model=RuleView, responses=responses)(handler)
 
 
-_transition("pause", "Pause a rule (a new version)", RuleStore.pause)
-_transition("resume", "Resume a paused rule (a new version)", RuleStore.resume)
-_transition("delete", "Delete a rule (a DELETE version: the history stays)", RuleStore.delete)
+_TAKES_EFFECT = "It takes effect on the job's next batch; ``author`` (default 'console') is kept in the history."
+_transition(
+    "pause", "Pause a rule (a new version)", f"Records a PAUSE version of an active rule. {_TAKES_EFFECT}",
+    RuleStore.pause,
+)  # fmt: skip
+_transition(
+    "resume", "Resume a paused rule (a new version)", f"Records an ACTIVE version of a paused rule. {_TAKES_EFFECT}",
+    RuleStore.resume,
+)  # fmt: skip
+_transition(
+    "delete", "Delete a rule (a DELETE version: the history stays)",
+    f"Records a DELETE version: the rule leaves the list, its history stays. {_TAKES_EFFECT}", RuleStore.delete,
+)  # fmt: skip

@@ -40,6 +40,10 @@ class RuleView(BaseModel):
     type: str
     version: int
     state: str = Field(description="ACTIVE or PAUSED")
+    versioned: bool = Field(
+        description="aggregate and pattern rules take new versions (edit, pause, resume, delete); completion and "
+        "inactivity rules are fixed once stored"
+    )
     badges: list[str] = Field(description="the state, plus PENDING and QUARANTINED when they apply")
     effective_from: str | None = Field(description="event time the version took effect at; null while PENDING")
     sentence: str
@@ -117,7 +121,12 @@ class Alert(BaseModel):
     event_id: str
     occurred_at: str
     rule_id: str | None = None
-    explanation: str
+    key_text: str | None = Field(
+        default=None, description="the key as 'payerId=25,beneficiaryId=12', what the key filter matches"
+    )
+    explanation: str = Field(
+        description="the alert in English: rule and version, key, window or matched events, values, limit"
+    )
 
 
 class RuleCounts(BaseModel):

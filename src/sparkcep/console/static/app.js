@@ -165,7 +165,10 @@
     return JSON.stringify(value);
   }
 
-  function fmtKey(key) {
+  /** The alert's key: the server's key_text also covers completion and inactivity events (a plain key field). */
+  function fmtKey(alert) {
+    if (alert.key_text) return alert.key_text.split(',').join(', ');
+    const key = alert.key;
     if (key === null || key === undefined) return '';
     if (typeof key !== 'object') return String(key);
     return Object.entries(key).map(([k, v]) => `${k}=${fmtValue(v)}`).join(', ');
@@ -392,10 +395,11 @@
     const state = normState(rule.state);
     const headingId = `rule-${id.replace(/[^A-Za-z0-9_-]/g, '_')}-title`;
     const historyId = `${headingId}-history`;
-    const pending = badges.includes('PENDING') || !rule.effective_from;
-    const effective = pending
-      ? h('span', {class: 'pending-note'}, 'effective from: pending — the job assigns it on its next micro-batch')
-      : h('span', {}, 'effective from ', h('time', {datetime: String(rule.effective_from)}, fmtEffective(rule.effective_from)));
+    const pending = badges.includes('PENDING');
+    let effective;
+    if (pending) effective = h('span', {class: 'pending-note'}, 'effective from: pending — the job assigns it on its next micro-batch');
+    else if (rule.effective_from) effective = h('span', {}, 'effective from ', h('time', {datetime: String(rule.effective_from)}, fmtEffective(rule.effective_from)));
+    else effective = h('span', {}, `recorded ${fmtTime(rule.recorded_at)}${rule.author ? ` by ${rule.author}` : ''}`);
 
     const quarantine = rule.quarantine || (badges.includes('QUARANTINED') ? {} : null);
     const quarantineBox = quarantine
@@ -410,15 +414,23 @@
       onclick: () => toggleHistory(id, historyButton, historyBox),
     }, 'History');
 
-    const actions = [h('button', {type: 'button', testid: 'edit', 'aria-label': `Edit ${id}`, onclick: () => startEditing(rule)}, 'Edit')];
-    if (state === 'PAUSED') {
-      actions.push(h('button', {type: 'button', testid: 'resume', 'aria-label': `Resume ${id}`,
-        onclick: (e) => ruleAction(id, 'resume', e.currentTarget)}, 'Resume'));
+    const actions = [];
+    if (rule.versioned) {
+      actions.push(h('button', {type: 'button', testid: 'edit', 'aria-label': `Edit ${id}`, onclick: () => startEditing(rule)}, 'Edit'));
+      if (state === 'PAUSED') {
+        actions.push(h('button', {type: 'button', testid: 'resume', 'aria-label': `Resume ${id}`,
+          onclick: (e) => ruleAction(id, 'resume', e.currentTarget)}, 'Resume'));
+      } else {
+        actions.push(h('button', {type: 'button', testid: 'pause', 'aria-label': `Pause ${id}`,
+          onclick: (e) => ruleAction(id, 'pause', e.currentTarget)}, 'Pause'));
+      }
+      actions.push(deleteButton(id));
     } else {
-      actions.push(h('button', {type: 'button', testid: 'pause', 'aria-label': `Pause ${id}`,
-        onclick: (e) => ruleAction(id, 'pause', e.currentTarget)}, 'Pause'));
+      // The store keeps completion and inactivity rules as they were added: offering buttons would only fail.
+      actions.push(h('span', {class: 'fixed-note muted small', testid: 'rule-fixed'},
+        `a ${rule.type} rule has no versions: fixed as stored`));
     }
-    actions.push(deleteButton(id), historyButton);
+    actions.push(historyButton);
 
     const el = h('article', {
       class: `rule-card${editing.id === id ? ' is-editing' : ''}`, role: 'listitem', testid: `rule-card-${id}`,
@@ -438,37 +450,9 @@
     return el;
   }
 
-  /** The server's sentence; for a pattern it only names the type of, one built here from the stages. */
+  /** The rule in English, as the server words it (patterns included). */
   function ruleSentence(rule) {
-    const [text, source] = sentenceOf(rule.sentence, rule.rule);
-    return h('p', {class: 'rule-sentence', testid: 'rule-sentence', dataset: {source}}, text);
-  }
-
-  function sentenceOf(given, definition) {
-    const rule = definition || {};
-    if (rule.type === 'pattern' && (!given || given === 'pattern rule') && rule.pattern && typeof rule.pattern === 'object') {
-      return [patternSentence(rule), 'page'];
-    }
-    return [given || '', 'server'];
-  }
-
-  function patternSentence(rule) {
-    const words = {next: 'right after', followed_by: 'later', followed_by_any: 'later (any)',
-      not_next: 'and not right after it', not_followed_by: 'and never later'};
-    const stages = Array.isArray(rule.pattern.stages) ? rule.pattern.stages : [];
-    const parts = stages.map((stage, index) => {
-      let times = '';
-      if (stage.times !== undefined) times = ` ×${Array.isArray(stage.times) ? stage.times.join('–') : stage.times}`;
-      else if (stage.times_or_more !== undefined) times = ` ×${stage.times_or_more}+`;
-      const link = index === 0 ? '' : `${words[stage.contiguity] || 'later'} `;
-      return `${link}${stage.name}${times}${stage.where ? ` (${stage.where})` : ''}${stage.optional ? ' optional' : ''}`;
-    });
-    const key = Array.isArray(rule.key) ? rule.key.join(', ') : rule.key;
-    const types = Array.isArray(rule.event_types) && rule.event_types.length ? ` of ${rule.event_types.join(', ')} events` : '';
-    const within = rule.pattern.within ? ` within ${rule.pattern.within}` : '';
-    const output = rule.output && rule.output.event_type ? `, emits ${rule.output.event_type}` : '';
-    const timeout = rule.output && rule.output.timeout_event_type ? ` (${rule.output.timeout_event_type} on timeout)` : '';
-    return `per ${key}${types}: ${parts.join(', ')}${within}${output}${timeout}`;
+    return h('p', {class: 'rule-sentence', testid: 'rule-sentence'}, rule.sentence || '');
   }
 
   /** ": error" with where and when it failed, from {error, at, key, trigger, errors, paused_at}. */
@@ -542,7 +526,7 @@
     const oldest = Math.min(...versions.map((v) => v.seq ?? v.version ?? 0));
     const items = [...versions]
       .sort((a, b) => (b.seq ?? b.version ?? 0) - (a.seq ?? a.version ?? 0))
-      .map((v) => historyVersion(v, (v.seq ?? v.version ?? 0) === oldest));
+      .map((v) => historyVersion(v, (v.seq ?? v.version ?? 0) === oldest, versionedRule(id)));
     box.replaceChildren(h('ol', {'aria-label': `Versions of ${id}, newest first`}, items));
   }
 
@@ -565,7 +549,12 @@
     return out.length ? out : [{field, before, after}];
   }
 
-  function historyVersion(v, first) {
+  function versionedRule(id) {
+    const card = cards.get(id);
+    return !card || card.rule.versioned !== false;
+  }
+
+  function historyVersion(v, first, versioned) {
     const state = normState(v.state);
     const changes = Array.isArray(v.changes) ? v.changes : [];
     let body;
@@ -587,9 +576,9 @@
       h('div', {class: 'hv-head'},
         h('strong', {}, `v${v.version}`),
         state ? h('span', {class: `badge badge-${state}`}, state) : null,
-        h('span', {}, v.effective_from ? `effective from ${fmtEffective(v.effective_from)}` : 'effective from: pending'),
+        versioned ? h('span', {}, v.effective_from ? `effective from ${fmtEffective(v.effective_from)}` : 'effective from: pending') : null,
         h('span', {class: 'muted'}, `recorded ${fmtTime(v.recorded_at)}${v.author ? ` by ${v.author}` : ''}`)),
-      v.sentence || v.rule ? h('p', {class: 'hv-sentence'}, sentenceOf(v.sentence, v.rule)[0]) : null,
+      v.sentence ? h('p', {class: 'hv-sentence', testid: 'history-sentence'}, v.sentence) : null,
       body);
   }
 
@@ -933,7 +922,7 @@
         const result = await api('POST', '/api/validate', {rule});
         if (result && result.ok) {
           clearValidation();
-          showSentence(sentenceOf(result.sentence, rule)[0], 'Valid: ');
+          showSentence(result.sentence, 'Valid: ');
         } else {
           showErrors(normalizeErrors(result));
         }
@@ -944,47 +933,44 @@
     });
   }
 
-  async function createRule() {
+  /** Create or save a version: the stored sentence and a notice, or each refusal next to its field. */
+  async function writeRule(button, done, send) {
     const rule = readDraft();
     if (rule === undefined) return;
-    await withBusy($('#create'), async () => {
+    await withBusy(button, async () => {
       try {
-        const stored = await api('POST', '/api/rules', {rule, author: authorField()});
+        const stored = await send(rule);
+        const id = String(stored.id);
         clearValidation();
-        const id = String((stored && (stored.id || stored.rule_id)) || rule.id);
-        showSentence(sentenceOf(stored && stored.sentence, (stored && stored.rule) || rule)[0], `Created ${id} v${(stored && stored.version) || 1}: `);
-        notify('ok', `created ${id}: PENDING until the job's next micro-batch gives it its effective time`);
+        showSentence(stored.sentence, `${done} ${id} v${stored.version}: `);
+        notify('ok', `${done.toLowerCase()} ${id} v${stored.version}: ${whenEffective(stored)}`);
+        if (editing.id) stopEditing();
         await loadRules();
         flashCard(id);
       } catch (error) {
         if (error.status === 422) {
           showErrors(normalizeErrors(error.body));
-          notify('error', `not created: ${failureText(error.body) || 'the rule does not validate'}`, 422);
-        } else showFailure('create', error);
+          notify('error', `not ${done.toLowerCase()}: ${failureText(error.body) || 'the rule does not validate'}`, 422);
+        } else showFailure(done.toLowerCase(), error);
       }
     });
   }
 
-  async function saveVersion() {
-    const rule = readDraft();
-    if (rule === undefined || !editing.id) return;
-    await withBusy($('#save-version'), async () => {
-      try {
-        const stored = await api('PUT', `/api/rules/${enc(editing.id)}`, {rule, author: authorField()});
-        const id = editing.id;
-        clearValidation();
-        showSentence(sentenceOf(stored && stored.sentence, (stored && stored.rule) || rule)[0], `Saved ${id} v${(stored && stored.version) || '?'}: `);
-        notify('ok', `saved ${id} as version ${(stored && stored.version) || '?'}: PENDING until the job's next micro-batch`);
-        stopEditing();
-        await loadRules();
-        flashCard(id);
-      } catch (error) {
-        if (error.status === 422) {
-          showErrors(normalizeErrors(error.body));
-          notify('error', `not saved: ${failureText(error.body) || 'the rule does not validate'}`, 422);
-        } else showFailure('save', error);
-      }
-    });
+  function createRule() {
+    return writeRule($('#create'), 'Created', (rule) => api('POST', '/api/rules', {rule, author: authorField()}));
+  }
+
+  function saveVersion() {
+    if (!editing.id) return undefined;
+    const id = editing.id;
+    return writeRule($('#save-version'), 'Saved', (rule) => api('PUT', `/api/rules/${enc(id)}`, {rule, author: authorField()}));
+  }
+
+  /** Aggregate and pattern versions wait for the job to give them an event time; the others apply at once. */
+  function whenEffective(stored) {
+    return (stored.badges || []).includes('PENDING')
+      ? "PENDING until the job's next micro-batch gives it its effective time"
+      : "the job applies it on its next micro-batch";
   }
 
   function flashCard(id) {
@@ -1035,7 +1021,9 @@
     box.replaceChildren(
       h('p', {class: 'backtest-headline'},
         'It would have raised ', h('strong', {testid: 'backtest-alerts'}, fmtNumber(result.alerts)),
-        ` alert${result.alerts === 1 ? '' : 's'} over ${fmtNumber(result.events)} events`,
+        ` alert${result.alerts === 1 ? '' : 's'} over ${fmtNumber(result.events)} events `,
+        h('span', {testid: 'backtest-range'},
+          `from ${result.since ? fmtTime(result.since) : 'the start'} to ${result.until ? fmtTime(result.until) : 'the end'}`),
         h('span', {class: 'muted small'},
           ` (late ${fmtNumber(result.late)}, dead letters ${fmtNumber(result.dead_letters)}, `
           + `${fmtNumber(result.seconds, 2)} s)`)),
@@ -1170,11 +1158,11 @@
     },
       h('span', {class: 'alert-time'}, fmtTime(alert.occurred_at)),
       h('span', {class: 'alert-type'}, alert.event_type || 'ALERT'),
-      h('span', {class: 'alert-rule'}, `${alert.rule_id ?? '?'}${version !== undefined ? ` v${version}` : ''} · ${fmtKey(alert.key)}`),
+      h('span', {class: 'alert-rule'}, `${alert.rule_id ?? '?'}${version !== undefined ? ` v${version}` : ''} · ${fmtKey(alert)}`),
       h('span', {class: 'alert-expl'}, alert.explanation || ''));
     const item = h('li', {
       class: `alert-item${fresh ? ' fresh' : ''}`, testid,
-      dataset: {ruleId: String(alert.rule_id ?? ''), eventType: String(alert.event_type ?? ''), identity: alertIdentity(alert)},
+      dataset: {ruleId: String(alert.rule_id ?? ''), eventType: String(alert.event_type ?? ''), key: String(alert.key_text ?? ''), identity: alertIdentity(alert)},
     }, summary, details);
     summary.addEventListener('click', () => {
       const open = details.hidden;
@@ -1196,7 +1184,7 @@
     row('rule', `${alert.rule_id}${version !== undefined ? ` version ${version}` : ''}`);
     row('alert type', alert.event_type);
     row('at', fmtTime(alert.occurred_at));
-    row('key', fmtKey(alert.key));
+    row('key', fmtKey(alert));
     if (alert.window) {
       const w = alert.window;
       row('window', `${w.size || ''} (${fmtTime(w.start_exclusive)} exclusive → ${fmtTime(w.end_inclusive)} inclusive)`);
