@@ -24,9 +24,18 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 from pyspark.sql.types import BinaryType, StructField, StructType
 
-from sparkcep.core.engine import NO_WATERMARK, BatchResult, BucketState, Engine, dead_record, late_record
+from sparkcep.core.engine import (
+    NO_WATERMARK,
+    BatchResult,
+    BucketState,
+    Engine,
+    collector_paused,
+    dead_record,
+    late_record,
+)
 from sparkcep.core.program import UNROUTED, Program
 from sparkcep.rules.model import RuleSet
+from sparkcep.spark.packing import unpack
 
 OUTPUT_SCHEMA = "kind string, name string, time long, payload string"
 STATE_SCHEMA = StructType([StructField("blob", BinaryType(), True)])
@@ -129,23 +138,26 @@ class EngineProcessor(StatefulProcessor):
         _engine_for(self._rules_json)  # compile (and validate) once per worker, before the first batch
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:
-        pairs: list[tuple[int, str]] = []
-        max_ts = NO_WATERMARK
-        origin_frames = []
-        for frame in rows:
-            pairs.extend(zip(frame["keyset"].tolist(), frame["line"].tolist(), strict=True))
-            if "origin" in frame and frame["origin"].notna().any():
-                origin_frames.append(frame[["line", "origin"]])
-            frame_max = frame["ts_ms"].max()
-            if not pd.isna(frame_max) and frame_max > max_ts:  # NaN: no time Spark could read
-                max_ts = int(frame_max)
-        safe_bound = max_ts - self._delay_ms if max_ts != NO_WATERMARK else NO_WATERMARK
-        yield self._run(pairs, timerValues, fired=None, safe_bound=safe_bound, origin_frames=origin_frames)
+        # The handler allocates millions of small acyclic objects (lines, events, state): the cyclic collector
+        # would walk them again and again, so it pauses while the handler works (not while Spark has the result).
+        with collector_paused():
+            pairs: list[tuple[int, str]] = []
+            origins: dict[str, str] = {}
+            max_ts = NO_WATERMARK
+            for frame in rows:  # packed rows (sparkcep.spark.packing): lists of keysets, lines and origins
+                largest = unpack(frame, pairs, origins)
+                if largest is not None and largest > max_ts:
+                    max_ts = largest
+            safe_bound = max_ts - self._delay_ms if max_ts != NO_WATERMARK else NO_WATERMARK
+            result = self._run(pairs, timerValues, fired=None, safe_bound=safe_bound, origins=origins)
+        yield result
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[Any]:
-        yield self._run([], timerValues, fired=expiredTimerInfo.getExpiryTimeInMs())
+        with collector_paused():
+            result = self._run([], timerValues, fired=expiredTimerInfo.getExpiryTimeInMs())
+        yield result
 
     def close(self) -> None:
         pass
@@ -156,7 +168,7 @@ class EngineProcessor(StatefulProcessor):
         timer_values: TimerValues,
         fired: int | None,
         safe_bound: int = NO_WATERMARK,
-        origin_frames: list[Any] | None = None,
+        origins: dict[str, str] | None = None,
     ) -> Any:
         started = time.perf_counter()
         spark_watermark = timer_values.getCurrentWatermarkInMs()
@@ -176,13 +188,6 @@ class EngineProcessor(StatefulProcessor):
             self._state.update((blob,))
         elif stored is not None:
             self._state.clear()
-        origins: dict[str, str] | None = None
-        if origin_frames and (result.dead or result.late):  # only a batch with problems pays for the lookup
-            origins = {}
-            for part in origin_frames:
-                for line, origin in zip(part["line"].tolist(), part["origin"].tolist(), strict=True):
-                    if isinstance(origin, str):
-                        origins.setdefault(line, origin)
         elapsed = time.perf_counter() - started
         return result_frame(result, engine.program, watermark, state, blob_size, elapsed, origins)
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sparkcep.core.program import KEY_SEPARATOR, UNROUTED, Program
+from sparkcep.spark.packing import PACKED_DDL, ROUTED_COLUMNS, pack_batches
 from sparkcep.spark.processor import BUCKET_FIELD, OUTPUT_SCHEMA, EngineProcessor
 
 if TYPE_CHECKING:
@@ -24,6 +25,8 @@ class QuerySpec:
     watermark_delay_ms: int
     buckets: int
     max_files_per_trigger: int
+    # Spark grouping-key value of each bucket (see sparkcep.spark.placement); empty: the bucket number itself.
+    bucket_keys: tuple[int, ...] = ()
     rules_seq: int = 0  # rule-store position of the rules the query starts with (0: a rule file)
     # Options of the Kafka source (sparkcep.kafka.source); None: JSON-lines files from input_dir.
     kafka_options: tuple[tuple[str, str], ...] | None = None
@@ -37,11 +40,14 @@ def event_time_column(raw: Column) -> Column:
     return F.coalesce(F.try_to_timestamp(raw), F.timestamp_millis(raw.try_cast("bigint")))
 
 
-def routed_rows(lines: DataFrame, program: Program, buckets: int) -> DataFrame:
+def routed_rows(
+    lines: DataFrame, program: Program, buckets: int, bucket_keys: tuple[int, ...] = ()
+) -> DataFrame:
     """``(bucket, keyset, line, ts, ts_ms, origin)``: one row per grouping of each line, or one unrouted row.
 
-    ``origin`` (where a record came from, e.g. its Kafka topic, partition and offset) travels along so that
-    dead letters and late events can say it."""
+    ``bucket`` is the Spark grouping key: ``bucket_keys[b]`` for bucket number ``b`` (the number itself when
+    ``bucket_keys`` is empty). ``origin`` (where a record came from, e.g. its Kafka topic, partition and
+    offset) travels along so that dead letters and late events can say it."""
     from pyspark.sql import functions as F
 
     lines = lines.where(F.length(F.trim("value")) > 0)  # blank lines are not events
@@ -128,6 +134,10 @@ def routed_rows(lines: DataFrame, program: Program, buckets: int) -> DataFrame:
         .when(F.col("keyset") >= 0, F.pmod(F.hash(F.col("keyset"), F.col("key")), F.lit(buckets)))
         .otherwise(F.pmod(F.hash(F.col("line")), F.lit(buckets)))
     )
+    if bucket_keys:
+        if len(bucket_keys) != buckets:
+            raise ValueError(f"{len(bucket_keys)} bucket keys for {buckets} buckets")
+        bucket = F.element_at(F.array(*[F.lit(key) for key in bucket_keys]), bucket.cast("int") + 1)
     return routed.select(
         bucket.cast("int").alias("bucket"),
         F.col("keyset").cast("int").alias("keyset"),
@@ -196,12 +206,15 @@ def build_stream(spark: SparkSession, program: Program, spec: QuerySpec) -> Data
     # The engine's own control records (the end-of-input flush) come from a second file stream kept
     # inside the checkpoint directory, so they are replayed exactly like input after a restart.
     control = spark.readStream.text(spec.control_dir).select("value", no_origin)
-    rows = routed_rows(events.unionByName(control), program, spec.buckets)
-    with_watermark = rows.withWatermark("ts", f"{spec.watermark_delay_ms} milliseconds")
+    rows = routed_rows(events.unionByName(control), program, spec.buckets, spec.bucket_keys)
+    # One row per bucket and Arrow batch instead of one per line and grouping (see sparkcep.spark.packing).
+    packed = rows.select(*ROUTED_COLUMNS).mapInArrow(pack_batches, PACKED_DDL)
+    with_time = packed.withColumn("ts", F.timestamp_millis("ts_ms"))
+    with_watermark = with_time.withWatermark("ts", f"{spec.watermark_delay_ms} milliseconds")
     # Projecting the event-time column away keeps the watermark (timers still fire) but stops Spark from
-    # silently dropping rows behind it: the engine sees late rows and reports them in _late/.
-    # ts_ms is Spark's own reading of event time, which lets the processor know how far the next watermark
-    # is sure to move (see Engine.process).
-    stripped = with_watermark.select("bucket", "keyset", "line", "ts_ms", "origin")
+    # silently dropping rows behind it: the engine sees late lines and reports them in _late/.
+    # ts_ms is Spark's own reading of event time (the largest of a packed row's lines), which lets the
+    # processor know how far the next watermark is sure to move (see Engine.process).
+    stripped = with_watermark.select("bucket", "keysets", "lines", "origins", "ts_ms")
     processor = EngineProcessor(program.rules.to_json(), spec.watermark_delay_ms, spec.rules_seq)
     return stripped.groupBy("bucket").transformWithStateInPandas(processor, OUTPUT_SCHEMA, "Append", "EventTime")

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from sparkcep.core.program import CONTROL_FIELD, Program
 from sparkcep.errors import CheckpointMismatch
 from sparkcep.rules.model import RuleSet, rule_keys
+from sparkcep.spark.placement import balanced_bucket_keys, identity_bucket_keys
 from sparkcep.spark.query import QuerySpec, build_stream
 from sparkcep.spark.rulefeed import RuleFeed, quarantine
 from sparkcep.spark.sink import (
@@ -93,6 +94,7 @@ class Pipeline:
         self.feed = None if store is None else RuleFeed(store, self.control_dir, config.buckets)
         self.rules_seq = 0
         self.replan_needed = False
+        self.bucket_keys: tuple[int, ...] = ()  # set by _check_checkpoint
         self._max_seen: int | None = None
         if rules is None:
             self._load_rules_from_store()
@@ -133,6 +135,7 @@ class Pipeline:
             "time_field": self.program.time_field,
         }
         path = self._state_dir / "run.json"
+        stored: dict[str, Any] = {}
         if path.exists():
             stored = json.loads(path.read_text(encoding="utf-8"))
             for name, value in identity.items():
@@ -143,9 +146,23 @@ class Pipeline:
                         f"checkpoint {self.config.checkpoint_dir} was written with {name}={stored.get(name)!r}, "
                         f"this run has {name}={value!r}; use a new checkpoint directory"
                     )
+        self.bucket_keys = self._bucket_keys(stored, path.exists())
         self.control_dir.mkdir(parents=True, exist_ok=True)
         rules_hash = hashlib.sha256(self.rules.to_json().encode()).hexdigest()[:16]
-        write_atomically(path, json.dumps({**identity, "rules_sha256": rules_hash}, indent=1))
+        record = {**identity, "bucket_keys": list(self.bucket_keys), "rules_sha256": rules_hash}
+        write_atomically(path, json.dumps(record, indent=1))
+
+    def _bucket_keys(self, stored: dict[str, Any], resumed: bool) -> tuple[int, ...]:
+        """The grouping-key value of each bucket: kept from the checkpoint, else balanced over the partitions.
+
+        Spark keeps the shuffle partition count of a checkpoint's first run, so the layout chosen then stays right.
+        """
+        if "bucket_keys" in stored:
+            return tuple(int(key) for key in stored["bucket_keys"])
+        if resumed:  # written before balanced placement: state is keyed by the bucket numbers
+            return identity_bucket_keys(self.config.buckets)
+        partitions = int(self.spark.conf.get("spark.sql.shuffle.partitions") or "200")
+        return balanced_bucket_keys(self.config.buckets, partitions)
 
     # -- running ------------------------------------------------------------------------------------
 
@@ -160,6 +177,7 @@ class Pipeline:
             watermark_delay_ms=self.config.watermark_delay_ms,
             buckets=self.config.buckets,
             max_files_per_trigger=self.config.max_files_per_trigger,
+            bucket_keys=self.bucket_keys,
             rules_seq=self.rules_seq,
             kafka_options=self._kafka_options(),
         )

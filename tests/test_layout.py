@@ -1,0 +1,207 @@
+"""How rows reach the stateful processor: buckets spread evenly over Spark's partitions, and packed rows."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sparkcep.spark.packing import PACKED_SCHEMA, pack_batch, pack_batches, unpack
+from sparkcep.spark.placement import (
+    balanced_bucket_keys,
+    identity_bucket_keys,
+    murmur3_int,
+    spark_partition,
+)
+from sparkcep.spark.runner import Pipeline, RunConfig
+
+from helpers import COMPLETION_RULE, ruleset
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+# -- placement ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("buckets", "partitions"), [(32, 2), (32, 3), (8, 2), (64, 4), (5, 8), (1, 1), (200, 7)])
+def test_every_partition_gets_the_same_number_of_buckets(buckets: int, partitions: int) -> None:
+    keys = balanced_bucket_keys(buckets, partitions)
+    assert len(set(keys)) == buckets
+    placed = [spark_partition(key, partitions) for key in keys]
+    assert placed == [bucket % partitions for bucket in range(buckets)]
+    counts = [placed.count(p) for p in range(partitions)]
+    assert max(counts) - min(counts) <= 1
+
+
+def test_bucket_numbers_as_keys_are_what_made_partitions_uneven() -> None:
+    # The layout of older checkpoints: 20 of 32 buckets in one of 2 partitions.
+    placed = [spark_partition(key, 2) for key in identity_bucket_keys(32)]
+    assert sorted(placed.count(p) for p in (0, 1)) == [12, 20]
+
+
+def test_placement_refuses_empty_layouts() -> None:
+    with pytest.raises(ValueError, match="buckets and partitions must be >= 1"):
+        balanced_bucket_keys(0, 2)
+
+
+@pytest.mark.spark
+def test_python_murmur3_equals_sparks_hash_and_partitioning(spark: SparkSession) -> None:
+    from pyspark.sql import functions as F
+
+    values = [*range(-50, 300), 2**31 - 1, -(2**31)]
+    frame = spark.createDataFrame([(v,) for v in values], "v int")
+    rows = frame.select("v", F.hash("v").alias("h")).collect()
+    assert {row.v: row.h for row in rows} == {v: murmur3_int(v) for v in values}
+    # Where Spark's shuffle really puts each key of a balanced layout, for a grouping by that key.
+    keys = balanced_bucket_keys(16, 2)
+    keyed = spark.createDataFrame([(k,) for k in keys], "bucket int").repartition(2, "bucket")
+    placed = keyed.select("bucket", F.spark_partition_id().alias("p")).collect()
+    assert {row.bucket: row.p for row in placed} == {k: spark_partition(k, 2) for k in keys}
+
+
+class _Conf:
+    def __init__(self, partitions: int) -> None:
+        self.partitions = partitions
+
+    def get(self, name: str) -> str:
+        assert name == "spark.sql.shuffle.partitions"
+        return str(self.partitions)
+
+
+class _Session:
+    """Only what Pipeline reads of a session before it starts a query: the shuffle partition count."""
+
+    def __init__(self, partitions: int) -> None:
+        self.conf = _Conf(partitions)
+
+
+def _pipeline(checkpoint: Path, partitions: int, buckets: int = 8) -> Pipeline:
+    config = RunConfig(checkpoint / "in", checkpoint / "out", checkpoint, buckets=buckets)
+    pipeline = Pipeline(_Session(partitions), ruleset(COMPLETION_RULE), config)  # type: ignore[arg-type]
+    pipeline._check_checkpoint()
+    return pipeline
+
+
+def test_a_new_checkpoint_gets_the_balanced_layout_and_keeps_it_when_partitions_change(tmp_path: Path) -> None:
+    first = _pipeline(tmp_path, partitions=3)
+    assert first.bucket_keys == balanced_bucket_keys(8, 3)
+    # Spark keeps a checkpoint's first partition count, so the stored layout wins over the new setting.
+    again = _pipeline(tmp_path, partitions=2)
+    assert again.bucket_keys == balanced_bucket_keys(8, 3)
+    stored = json.loads((tmp_path / "sparkcep" / "run.json").read_text())
+    assert stored["bucket_keys"] == list(balanced_bucket_keys(8, 3))
+
+
+def test_a_checkpoint_written_before_balanced_placement_keeps_bucket_numbers_as_keys(tmp_path: Path) -> None:
+    run = tmp_path / "sparkcep" / "run.json"
+    run.parent.mkdir(parents=True)
+    run.write_text(json.dumps({"buckets": 8, "keysets": [["order_number"]], "time_field": "occurred_at"}))
+    assert _pipeline(tmp_path, partitions=2).bucket_keys == identity_bucket_keys(8)
+    assert json.loads(run.read_text())["bucket_keys"] == list(range(8))
+
+
+# -- packing --------------------------------------------------------------------------------------
+
+
+def _routed(rows: list[tuple[int, int, str, int | None, str | None]]) -> pa.RecordBatch:
+    bucket, keyset, line, ts, origin = zip(*rows, strict=True) if rows else ((), (), (), (), ())
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(bucket, pa.int32()),
+            pa.array(keyset, pa.int32()),
+            pa.array(line, pa.string()),
+            pa.array(ts, pa.int64()),
+            pa.array(origin, pa.string()),
+        ],
+        names=["bucket", "keyset", "line", "ts_ms", "origin"],
+    )
+
+
+def _unpacked(batch: pa.RecordBatch) -> dict[int, tuple[list[tuple[int, str]], dict[str, str], int | None]]:
+    """Per bucket, what the processor gets: its (keyset, line) pairs, origins and largest time."""
+    frame = batch.to_pandas()
+    out: dict[int, tuple[list[tuple[int, str]], dict[str, str], int | None]] = {}
+    for bucket in frame["bucket"].unique().tolist():
+        pairs: list[tuple[int, str]] = []
+        origins: dict[str, str] = {}
+        largest = unpack(frame[frame["bucket"] == bucket], pairs, origins)
+        out[int(bucket)] = (pairs, origins, largest)
+    return out
+
+
+def test_packing_gives_one_row_per_bucket_with_its_lines_in_order_and_its_largest_time() -> None:
+    batch = _routed(
+        [
+            (3, 0, "a", 100, None),
+            (1, 0, "b", None, None),  # no readable time (a dead letter to be): not in the largest time
+            (3, 1, "c", 90, None),
+            (1, -1, "d", 50, None),
+            (3, 0, "e", 120, None),
+            (2, 0, "f", None, None),
+        ]
+    )
+    packed = pack_batch(batch)
+    assert packed.schema == PACKED_SCHEMA
+    assert packed.column("bucket").to_pylist() == [1, 2, 3]
+    assert packed.column("lines").to_pylist() == [["b", "d"], ["f"], ["a", "c", "e"]]
+    assert packed.column("keysets").to_pylist() == [[0, -1], [0], [0, 1, 0]]
+    assert packed.column("ts_ms").to_pylist() == [50, None, 120]
+    assert packed.column("origins").to_pylist() == [None, None, None]  # files: no origin, one null per bucket
+    unpacked = _unpacked(packed)
+    assert unpacked[3] == ([(0, "a"), (1, "c"), (0, "e")], {}, 120)
+    assert unpacked[2] == ([(0, "f")], {}, None)
+
+
+def test_origins_travel_with_their_lines() -> None:
+    origin = json.dumps({"topic": "t", "partition": 0, "offset": 7})
+    batch = _routed([(0, 0, "x", 5, origin), (0, 0, "y", 6, None), (1, 0, "z", 7, "o2")])
+    unpacked = _unpacked(pack_batch(batch))
+    assert unpacked[0] == ([(0, "x"), (0, "y")], {"x": origin}, 6)
+    assert unpacked[1] == ([(0, "z")], {"z": "o2"}, 7)
+
+
+def test_empty_batches_produce_nothing() -> None:
+    assert list(pack_batches(iter([_routed([])]))) == []
+
+
+rows_strategy = st.lists(
+    st.tuples(
+        st.integers(0, 7),
+        st.integers(-1, 2),
+        st.text(max_size=5),
+        st.one_of(st.none(), st.integers(0, 10**13)),
+        st.one_of(st.none(), st.sampled_from(["o1", "o2"])),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows_strategy, st.integers(1, 4))
+def test_packing_loses_nothing_and_invents_nothing_however_the_rows_are_batched(
+    rows: list[tuple[int, int, str, int | None, str | None]], pieces: int
+) -> None:
+    size = math.ceil(len(rows) / pieces) or 1
+    batches = [_routed(rows[i : i + size]) for i in range(0, len(rows), size)]
+    got: dict[int, list[tuple[int, str]]] = {}
+    largest: dict[int, int | None] = {}
+    for packed in pack_batches(iter(batches)):
+        for bucket, (pairs, _origins, top) in _unpacked(packed).items():
+            got.setdefault(bucket, []).extend(pairs)
+            if top is not None:
+                largest[bucket] = max(top, largest.get(bucket) or top)
+    expected: dict[int, list[tuple[int, str]]] = {}
+    times: dict[int, Any] = {}
+    for bucket, keyset, line, ts, _origin in rows:
+        expected.setdefault(bucket, []).append((keyset, line))
+        if ts is not None:
+            times[bucket] = max(ts, times.get(bucket, ts))
+    assert got == expected
+    assert {b: t for b, t in largest.items() if t is not None} == times
