@@ -96,6 +96,26 @@ def required_types(node: Node, type_field: str | None) -> frozenset[str] | None:
     return None
 
 
+def _only_type_tests(node: Node, type_field: str) -> bool:
+    """``node`` says nothing but which event types pass (``type = 'X'``, ``type in (...)``, and/or of those)."""
+    if isinstance(node, expr_ast.And | expr_ast.Or):
+        return all(_only_type_tests(operand, type_field) for operand in node.operands)
+    return isinstance(node, expr_ast.Compare | expr_ast.In) and required_types(node, type_field) is not None
+
+
+def _beyond_type_tests(node: Node, type_field: str) -> Node | None:
+    """What is left of a condition once its event type is known to pass (None: nothing is left)."""
+    if _only_type_tests(node, type_field):
+        return None
+    if isinstance(node, expr_ast.And):
+        rest = tuple(o for o in node.operands if not _only_type_tests(o, type_field))
+        if len(rest) == 1:
+            return rest[0]
+        if len(rest) < len(node.operands):
+            return expr_ast.And(rest, pos=node.pos)
+    return node
+
+
 def where(expression: Any | None, label: str, type_field: str | None = None) -> Condition:
     if expression is None:
         return TRUE
@@ -105,6 +125,17 @@ def where(expression: Any | None, label: str, type_field: str | None = None) -> 
     if types is None:
         return Condition(check, text)
     name = str(type_field)
+    rest = _beyond_type_tests(expression.node, name)
+    if rest is None:
+
+        def of_type(scope: Scope) -> bool:
+            fields = scope.fields
+            return fields is not None and fields.get(name) in types
+
+        return Condition(of_type, text, types)
+    if rest is not expression.node:
+        # ``and`` with a true operand is the other operands: the type test is not evaluated twice.
+        check = compile_expression(rest, expression.functions).test
 
     # Terms of "and" may be evaluated in any order (as in SQL): the type test runs first.
     def typed(scope: Scope) -> bool:

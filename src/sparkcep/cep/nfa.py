@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sparkcep.cep.compiler import FINAL, IGNORE, PENDING, PROCEED, STOP, TAKE, Automaton, AutomatonState
-from sparkcep.cep.conditions import Event, Path, Scope
+from sparkcep.cep.compiler import FINAL, IGNORE, PENDING, PROCEED, STOP, TAKE, Automaton
+from sparkcep.cep.conditions import TRUE, Event, Path, Scope
 
 _NEVER = 1 << 62
 Partial = tuple[int, Path, int, int]
@@ -57,6 +57,28 @@ class Matcher:
         self._start_takes = [edge.condition for edge in first.edges if edge.action == TAKE]
         self._start_proceeds = any(edge.action == PROCEED for edge in first.edges)
         self._type_field = automaton.type_field
+        # The automaton as plain tuples, by state index: matching reads these for every event and partial
+        # match, and tuple unpacking is cheaper than attribute lookups. A test of None always holds.
+        self._kinds = tuple(state.kind for state in automaton.states)
+        self._edges = tuple(
+            tuple(
+                (None if edge.condition is TRUE else edge.condition.test, edge.action, edge.target.index, state.stage)
+                for edge in state.edges
+            )
+            for state in automaton.states
+        )
+
+    @property
+    def start_types(self) -> frozenset[str] | None:
+        """Event types that can begin a match (None: any type may, or the first stage does not say)."""
+        if self._start_proceeds or self._type_field is None:
+            return None
+        types: set[str] = set()
+        for condition in self._start_takes:
+            if condition.types is None:
+                return None
+            types.update(condition.types)
+        return frozenset(types)
 
     def initial(self) -> NfaState:
         return ([self.start], [], 0)
@@ -70,6 +92,18 @@ class Matcher:
     def without_start(state: NfaState) -> NfaState:
         """The same partial matches, but no new match can start (a replaced version finishing its matches)."""
         return [p for p in state[0] if p[3] != _NEVER], state[1], state[2]
+
+    def idle_and_timeout(self, state: NfaState) -> tuple[bool, int | None]:
+        """:meth:`is_idle` and :meth:`next_timeout` in one pass over the partial matches."""
+        earliest: int | None = None
+        for partial in state[0]:
+            start = partial[2]
+            if start != _NEVER and (earliest is None or start < earliest):
+                earliest = start  # only the start partial match has no start time (and no start seq)
+        idle = earliest is None and not state[1]
+        if earliest is None or self.within is None:
+            return idle, None
+        return idle, earliest + self.within
 
     def next_timeout(self, state: NfaState) -> int | None:
         """Earliest time at which a partial match runs out of ``within`` (None: never)."""
@@ -151,12 +185,13 @@ class Matcher:
         event: Event = (seq, time, event_id, fields)
         kept: list[Partial] = []
         matches: list[Found] = []
+        kinds = self._kinds
         for partial in partials:
             reached = self._next(partial, event)
             stopped = False
             retained = []
             for new in reached:
-                kind = self.states[new[0]].kind
+                kind = kinds[new[0]]
                 if kind == FINAL:
                     matches.append((new, time))
                 elif kind == STOP:
@@ -175,44 +210,45 @@ class Matcher:
     def _next(self, partial: Partial, event: Event) -> list[Partial]:
         index, path, start_time, start_seq = partial
         scope = Scope(event[3], path)
-        edges = []
-        pending = [self.states[index]]
+        plans = self._edges
+        taken: list[tuple[str, str, int]] = []  # (source stage, TAKE or IGNORE, target) in traversal order
+        pending = [index]
         while pending:
             current = pending.pop()
-            for edge in current.edges:
-                if edge.condition.test(scope):
-                    if edge.action == PROCEED:
-                        pending.append(edge.target)
+            for test, action, target, stage in plans[current]:
+                if test is None or test(scope):
+                    if action == PROCEED:
+                        pending.append(target)
                     else:
-                        edges.append((current, edge))
+                        taken.append((stage, action, target))
         is_start = start_seq == _NEVER
         reached: list[Partial] = []
-        for source, edge in edges:
-            if edge.action == IGNORE:
+        for stage, action, target in taken:
+            if action == IGNORE:
                 if not is_start:
-                    reached.append((edge.target.index, path, start_time, start_seq))
-            elif edge.action == TAKE:
-                grown = (*path, (source.stage, event))
+                    reached.append((target, path, start_time, start_seq))
+            else:  # TAKE
+                grown = (*path, (stage, event))
                 begins = (event[1], event[0]) if is_start else (start_time, start_seq)
-                reached.append((edge.target.index, grown, *begins))
-                final = self._final_after(edge.target, scope)
+                reached.append((target, grown, *begins))
+                final = self._final_after(target, scope)
                 if final is not None:
-                    reached.append((final.index, grown, *begins))
+                    reached.append((final, grown, *begins))
         if is_start:
             reached.append(self.start)
         return reached
 
-    @staticmethod
-    def _final_after(state: AutomatonState, scope: Scope) -> AutomatonState | None:
+    def _final_after(self, index: int, scope: Scope) -> int | None:
         """A FINAL state reachable by PROCEED alone (the rest of the pattern may match nothing)."""
-        pending = [state]
+        plans, kinds = self._edges, self._kinds
+        pending = [index]
         while pending:
             current = pending.pop()
-            for edge in current.edges:
-                if edge.action == PROCEED and edge.condition.test(scope):
-                    if edge.target.kind == FINAL:
-                        return edge.target
-                    pending.append(edge.target)
+            for test, action, target, _stage in plans[current]:
+                if action == PROCEED and (test is None or test(scope)):
+                    if kinds[target] == FINAL:
+                        return target
+                    pending.append(target)
         return None
 
     # -- after-match skip

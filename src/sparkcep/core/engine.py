@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import gc
 import pickle
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,7 +50,11 @@ class BucketState:
 
     @classmethod
     def from_bytes(cls, blob: bytes) -> BucketState:
-        data = pickle.loads(blob)
+        # Unpickling builds hundreds of thousands of containers, each of which counts towards the cyclic
+        # collector's next run, which then walks them all again: 8x slower (2.4 s against 0.3 s for 21 MB).
+        # The data is acyclic (see Engine.process), so reference counting frees it.
+        with collector_paused():
+            data = pickle.loads(blob)
         if data[0] == 1:  # before rule logs travelled with the state
             return cls(data[1], data[2])
         if data[0] != _SNAPSHOT_VERSION:
@@ -97,6 +103,18 @@ class BatchResult:
             self.max_event_time = other.max_event_time
 
 
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector (restored on exit, also after an error)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def add_counts(into: dict[str, int], counts: dict[str, int]) -> None:
     for name, count in counts.items():
         into[name] = into.get(name, 0) + count
@@ -122,6 +140,7 @@ class Engine:
     def __init__(self, program: Program) -> None:
         self.program = program
         self._logics = program.logics
+        self._start_types = [logic.start_types for logic in program.logics]
 
     def process(
         self, state: BucketState, rows: list[tuple[int, str]], watermark: int, safe_bound: int = NO_WATERMARK
@@ -135,13 +154,8 @@ class Engine:
         """
         # Engine data is acyclic tuples, lists and dicts, freed by reference counting; the cyclic collector
         # would only walk them again and again (it costs about 40 % of the time of a large batch).
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with collector_paused():
             return self._process(state, rows, watermark, safe_bound)
-        finally:
-            if gc_was_enabled:
-                gc.enable()
 
     def _process(self, state: BucketState, rows: list[tuple[int, str]], watermark: int, safe_bound: int) -> BatchResult:
         result = BatchResult(rows=len(rows))
@@ -224,19 +238,38 @@ class Engine:
     def _dispatch(
         self, key: str, states: dict[int, State], ready: list[Event], out: list[Record], errors: list[Record]
     ) -> None:
-        """Hand released events to their rules in order, firing each rule's earlier timers first."""
+        """Hand released events to their rules in order, firing each rule's earlier timers first.
+
+        A rule that sets its timer at the time of the last released event at that time gets it fired at once:
+        nothing else at that time can reach this key any more (a later arrival at or before the watermark
+        would be late), so this is the order the timer pass would give, without the pass. Aggregate rules
+        evaluate that way (see sparkcep.core.aggregate), which is one timer per event.
+        """
         logics = self._logics
-        for time, event_id, _crc, event_type, values in ready:
+        start_types = self._start_types
+        last = len(ready) - 1
+        for position, (time, event_id, _crc, event_type, values) in enumerate(ready):
             if states:
                 self._fire_timers(key, states, time - 1, out, errors)
+            last_at_time = position == last or ready[position + 1][0] != time
             for index, value in values:
                 current = states.get(index)
-                if current == QUARANTINED:
+                if current is None:
+                    starts = start_types[index]
+                    if starts is not None and event_type not in starts:
+                        continue  # cannot start anything for a key without state (see RuleLogic.start_types)
+                elif current == QUARANTINED:
                     continue
                 try:
                     new = logics[index].on_event(current, time, event_id, event_type, value, key, out)
                 except Exception as exc:  # one failing rule must not stop the others
                     errors.append(self._quarantine(states, index, key, time, event_id, exc))
+                    continue
+                try:
+                    while last_at_time and new is not None and new[0] == time:  # its timer is due now
+                        new = logics[index].on_timer(new, time, key, out)
+                except Exception as exc:
+                    errors.append(self._quarantine(states, index, key, time, None, exc))
                     continue
                 if new is None:
                     states.pop(index, None)

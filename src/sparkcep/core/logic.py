@@ -73,6 +73,10 @@ class RuleLogic(ABC):
         self.rule_id = rule_id
         self.key_fields = key_fields
         self.event_types = event_types
+        # Event types that can give a key without state for this rule some state; None: any type may.
+        # The engine does not call on_event for a key without state and an event of another type, which
+        # is most events for most sequence patterns (a promise on_event must keep: it would return None).
+        self.start_types: frozenset[str] | None = None
 
     @abstractmethod
     def extract(self, event_type: str, obj: dict[str, Any], time: int) -> object:

@@ -46,6 +46,11 @@ class PatternLogic(RuleLogic):
         self._matchers: list[Matcher | None] = [
             compile_matcher(v.pattern, type_field) if v.state == "ACTIVE" and v.key == key else None for v in ordered
         ]
+        starts = [m.start_types for m in self._matchers if m is not None]
+        if starts and all(types is not None for types in starts):
+            self.start_types = frozenset().union(*(types for types in starts if types is not None))
+        elif not starts:
+            self.start_types = frozenset()  # no version matches anything: nothing ever starts
         self._measures: list[dict[str, Expression]] = [
             {name: compile_expression(text, m.automaton.spec.functions) for name, text in v.output.measures.items()}
             if m is not None
@@ -81,13 +86,14 @@ class PatternLogic(RuleLogic):
         fields = value
         if state is None:
             # Most events start nothing for most keys: decide that before building any state.
-            current = self._matchers[self.version_at(time)]
+            current = self._matchers[0 if self._single else self.version_at(time)]
             if current is None or not current.could_start(fields):
                 return None
             key_values = tuple(fields.get(field) for field in self.key_fields)
-        elif state[5] == (time, event_id):
-            return state  # a redelivered copy (same id and time: next in matching order) is matched once
         else:
+            last = state[5]
+            if last[0] == time and last[1] == event_id:
+                return state  # a redelivered copy (same id and time: next in matching order) is matched once
             key_values = state[4]
         index, nfa, finishing = self._catch_up(state, time, key, key_values, out)
         matcher = self._matchers[index]
@@ -100,11 +106,15 @@ class PatternLogic(RuleLogic):
         if nfa is None:
             nfa = matcher.initial()
         nfa = matcher.process(nfa, time, event_id, fields, found)
-        self._report(index, found, key, key_values, out)
-        kept = self._step_finishing(
-            finishing, lambda m, s, f: m.process(s, time, event_id, fields, f), key, key_values, out
-        )
-        return self._pack(time, index, nfa, tuple(kept), key_values, (time, event_id))
+        if found:
+            self._report(index, found, key, key_values, out)
+        if finishing:
+            finishing = tuple(
+                self._step_finishing(
+                    finishing, lambda m, s, f: m.process(s, time, event_id, fields, f), key, key_values, out
+                )
+            )
+        return self._pack(time, index, nfa, finishing, key_values, (time, event_id))
 
     def on_timer(self, state: State, time: int, key: str, out: list[Record]) -> State | None:
         key_values = state[4]
@@ -201,15 +211,21 @@ class PatternLogic(RuleLogic):
         from_timer: bool = False,
     ) -> State | None:
         matcher = self._matchers[index]
-        if nfa is not None and (matcher is None or matcher.is_idle(nfa)):
-            nfa = None
+        timeout: int | None = None
+        if nfa is not None:
+            if matcher is None:
+                nfa = None
+            else:
+                idle, timeout = matcher.idle_and_timeout(nfa)
+                if idle:
+                    nfa = None
         if nfa is None and not finishing:
             # Keep the last event until a timer at its own time (timers run after every event at that time),
             # so redelivered copies of it are still recognised, then forget the key.
             return (time, index, None, (), key_values, last) if last[0] == time and not from_timer else None
-        wakeups = []
-        if nfa is not None and matcher is not None:
-            wakeups.append(matcher.next_timeout(nfa))
+        if not finishing and index + 1 == len(self._starts):  # the common case: no other version to wait for
+            return (timeout, index, nfa, finishing, key_values, last)
+        wakeups = [timeout]
         for old, partials in finishing:
             old_matcher = self._matchers[old]
             assert old_matcher is not None
