@@ -120,7 +120,8 @@ class AggregateLogic(RuleLogic):
         out: list[Record],
     ) -> State | None:
         data: list[Any] = [[], [], [], 0, [], None, time] if state is None else state[1]
-        self._expire(data, time)
+        if self._deletes:
+            self._forget_deleted(data, time)  # before the new entry; expiry itself waits for the timer at ``time``
         amount, key_values = value
         times, values, prefix = data[_TIMES], data[_VALUES], data[_PREFIX]
         # Prefix (sum, number of values, number of events): entries stored under a COUNT version carry no value.
@@ -171,12 +172,17 @@ class AggregateLogic(RuleLogic):
 
     # -- internals ------------------------------------------------------------------------------------
 
+    def _forget_deleted(self, data: list[Any], now: int) -> None:
+        """Forget every entry when a DELETE took effect since this key was last seen."""
+        upcoming = bisect.bisect_right(self._deletes, data[_LAST])
+        if upcoming < len(self._deletes) and self._deletes[upcoming] <= now:
+            data[_START] = len(data[_TIMES])
+
     def _expire(self, data: list[Any], now: int) -> None:
         """Drop entries no window can reach any more, and everything before a DELETE that took effect."""
         times = data[_TIMES]
-        upcoming = bisect.bisect_right(self._deletes, data[_LAST])
-        if upcoming < len(self._deletes) and self._deletes[upcoming] <= now:
-            data[_START] = len(times)  # a DELETE took effect since this key was last seen: forget everything
+        if self._deletes:
+            self._forget_deleted(data, now)
         start = bisect.bisect_right(times, now - self.retention_ms, lo=data[_START])
         data[_START] = max(data[_START], start)
         if data[_START] * 2 > len(times):

@@ -249,8 +249,11 @@ class Engine:
         start_types = self._start_types
         last = len(ready) - 1
         for position, (time, event_id, _crc, event_type, values) in enumerate(ready):
-            if states:
-                self._fire_timers(key, states, time - 1, out, errors)
+            for rule_state in states.values():  # the timer pass only when a timer is due (most often none is)
+                timer = rule_state[0]
+                if timer is not None and timer < time:
+                    self._fire_timers(key, states, time - 1, out, errors)
+                    break
             last_at_time = position == last or ready[position + 1][0] != time
             for index, value in values:
                 current = states.get(index)
