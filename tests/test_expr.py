@@ -306,6 +306,45 @@ def test_event_floats_add_exactly() -> None:
     assert type(run("a + b", a=1, b=Decimal("0.5"))) is Decimal
 
 
+def _exact(value: int | float) -> Decimal:
+    return Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+
+
+numbers = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.integers(-(2**60), 2**60),
+    st.integers(-(10**6), 10**6).map(lambda cents: cents / 100),
+    st.integers(-1000, 1000),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(numbers, numbers)
+def test_ints_and_floats_compare_as_their_exact_decimals(a: int | float, b: int | float) -> None:
+    # Comparisons of plain ints and floats skip the Decimal conversion; the answer must not change.
+    for op, expected in (
+        ("<", _exact(a) < _exact(b)),
+        ("<=", _exact(a) <= _exact(b)),
+        ("==", _exact(a) == _exact(b)),
+        ("!=", _exact(a) != _exact(b)),
+        (">", _exact(a) > _exact(b)),
+        (">=", _exact(a) >= _exact(b)),
+    ):
+        assert run(f"a {op} b", a=a, b=b) is expected, (a, op, b)
+
+
+def test_near_integer_floats_and_huge_ints_compare_exactly() -> None:
+    assert run("a < b", a=4.999999999999999, b=5) is True
+    assert run("a == b", a=5.0, b=5) is True
+    assert run("a < b", a=0.1, b=0.1000000000000000055511151231257827) is False  # the same float
+    # 2.0**60 reads as its shortest repr, 1152921504606847000, which is above this int, although the float's
+    # binary value (...976) is below it: only the decimal reading counts.
+    assert run("a < b", a=1_152_921_504_606_846_990, b=2.0**60) is True
+    assert run("a == b", a=1_152_921_504_606_847_000, b=2.0**60) is True
+    with pytest.raises(ExpressionError, match="cannot compare boolean with number"):
+        run("a > b", a=True, b=0)  # booleans are not numbers, fast path or not
+
+
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.integers(-(10**9), 10**9).map(lambda cents: cents / 100), min_size=2, max_size=60), st.randoms())
 def test_sum_of_amounts_is_independent_of_order(amounts: list[float], random: Random) -> None:
