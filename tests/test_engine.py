@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import itertools
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sparkcep.core.engine import NO_WATERMARK, BucketState, Engine
 from sparkcep.core.local import LocalRunner
@@ -253,6 +256,14 @@ def test_parse_event_time_accepts_iso_offsets_and_epoch_millis() -> None:
     assert parse_event_time("2024-01-01T00:00:00") == T0
     assert parse_event_time(T0) == T0
     assert parse_event_time(str(T0)) == T0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(-(10**13), 2 * 10**13))
+def test_format_iso_is_the_calendar_time_and_reads_back(ms: int) -> None:
+    expected = (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)).strftime("%Y-%m-%dT%H:%M:%S.%f")
+    assert format_iso(ms) == expected[:-3] + "Z"
+    assert parse_event_time(format_iso(ms)) == ms
 
 
 def test_a_rule_that_raises_is_quarantined_for_that_key_and_the_others_go_on() -> None:

@@ -13,7 +13,7 @@ The core only ever sees ``int`` epoch milliseconds. Parsing and formatting happe
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from sparkcep.errors import DurationError, EventTimeError
 
@@ -116,8 +116,18 @@ def parse_event_time(value: object) -> int:
     raise EventTimeError(f"expected ISO-8601 text or integer epoch milliseconds, got {value!r}")
 
 
+_DAY_TEXT: dict[int, str] = {}  # days since the epoch -> "YYYY-MM-DD" (every output record formats times)
+
+
 def format_iso(ms: int) -> str:
     """``YYYY-MM-DDTHH:MM:SS.mmmZ`` for epoch milliseconds, exact to the millisecond."""
-    seconds, millis = divmod(ms, 1000)
-    dt = datetime.fromtimestamp(seconds, tz=UTC)
-    return f"{dt:%Y-%m-%dT%H:%M:%S}.{millis:03d}Z"
+    day, rest = divmod(ms, 86_400_000)  # floor division: times before 1970 count back from the day's start
+    text = _DAY_TEXT.get(day)
+    if text is None:
+        text = (_EPOCH + timedelta(days=day)).date().isoformat()
+        if len(_DAY_TEXT) < 100_000:
+            _DAY_TEXT[day] = text
+    seconds, millis = divmod(rest, 1000)
+    minutes, second = divmod(seconds, 60)
+    hour, minute = divmod(minutes, 60)
+    return f"{text}T{hour:02d}:{minute:02d}:{second:02d}.{millis:03d}Z"
