@@ -142,8 +142,8 @@ def test_resent_order_created_changes_nothing_and_state_goes_at_the_deadline() -
     assert result.outputs == [] and state.buffered_events() == 3
     engine.advance(state, T0 + 3 * DAY, result.outputs)
     assert summary(result.outputs) == [("ALL_PARCELS_SHIPPED", format_iso(T0 + DAY))]
-    # Only a tombstone (deadline, created, count, None) is left until the deadline passes.
-    assert next(iter(state.keys.values()))[1] == {0: (T0 + 7 * DAY, T0, 1, None)}
+    # Only a tombstone (timer, created, count, None, deadline, version) is left until the deadline passes.
+    assert next(iter(state.keys.values()))[1] == {0: (T0 + 7 * DAY, T0, 1, None, T0 + 7 * DAY, 1)}
     engine.advance(state, T0 + 7 * DAY, result.outputs)
     assert state.keys == {}
     assert len(result.outputs) == 1
@@ -170,6 +170,7 @@ def test_output_record_fields_and_deterministic_id() -> None:
         "parcels_to_ship",
         "parcels_shipped",
         "rule_id",
+        "rule_version",
     ]
     (again,) = LocalRunner(ORDERS, 10).run([[parcel("o9", "p", T0 + 5)], [order("o9", T0, 1)]]).outputs
     assert record == again and len(str(record["event_id"])) == 32

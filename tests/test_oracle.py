@@ -67,6 +67,7 @@ def device_event(name: str, occurred: int, last: int, device: str = "d-1") -> di
         "device_id": device,
         "last_event_at": format_iso(last),
         "rule_id": "device-offline",
+        "rule_version": 1,
     }
 
 
@@ -79,6 +80,7 @@ def order_event(name: str, occurred: int, count: int, shipped: int, number: str 
         "parcels_to_ship": count,
         "parcels_shipped": shipped,
         "rule_id": "order-fulfilment",
+        "rule_version": 1,
     }
 
 
@@ -452,6 +454,7 @@ def test_main_writes_outputs_and_prints_a_summary(tmp_path: Path, capsys: pytest
         "device_id",
         "last_event_at",
         "rule_id",
+        "rule_version",
     ]
     assert list(written[-1]) == [
         "event_type",
@@ -461,6 +464,7 @@ def test_main_writes_outputs_and_prints_a_summary(tmp_path: Path, capsys: pytest
         "parcels_to_ship",
         "parcels_shipped",
         "rule_id",
+        "rule_version",
     ]
     assert [r["event_type"] for r in written] == [
         "DEVICE_OFFLINE",

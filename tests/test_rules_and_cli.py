@@ -46,8 +46,11 @@ def test_missing_field_and_duplicate_ids_are_reported() -> None:
     raw = {k: v for k, v in INACTIVITY_RULE.items() if k != "timeout"}
     with pytest.raises(RuleError, match=r"rule 'device-offline', field 'timeout': expected a value"):
         parse_rules({"rules": [raw]})
-    with pytest.raises(RuleError, match="an id used by no other rule"):
+    # Entries with one id are versions of one rule: each number once, all of one type.
+    with pytest.raises(RuleError, match="field 'version': expected a version number not used before for this id"):
         parse_rules({"rules": [INACTIVITY_RULE, INACTIVITY_RULE]})
+    with pytest.raises(RuleError, match="rule 'device-offline', field 'type': expected 'inactivity', the type of"):
+        parse_rules({"rules": [INACTIVITY_RULE, {**COMPLETION_RULE, "id": "device-offline", "version": 2}]})
     with pytest.raises(RuleError, match="not already produced by 'order-fulfilment'"):
         parse_rules({"rules": [COMPLETION_RULE, {**INACTIVITY_RULE, "offline_event": "ALL_PARCELS_SHIPPED"}]})
 
@@ -61,7 +64,7 @@ def test_rule_set_round_trips_through_its_json_form() -> None:
 def test_cli_rules_validate(tmp_path: Path) -> None:
     runner = CliRunner()
     ok = runner.invoke(main, ["rules", "validate", str(ROOT / "examples" / "devices.rules.json")])
-    assert ok.exit_code == 0 and "device-offline  (inactivity, key device_id, timeout 30m)" in ok.output
+    assert ok.exit_code == 0 and "device-offline  (inactivity v1 ACTIVE, key device_id, timeout 30m)" in ok.output
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"rules": [{**INACTIVITY_RULE, "timeout": "forever"}]}))
     failed = runner.invoke(main, ["rules", "validate", str(bad)])

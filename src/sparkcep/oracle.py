@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import orjson
 
@@ -35,10 +36,8 @@ from sparkcep.rules.pattern import PatternRule
 from sparkcep.timeutil import format_duration, format_iso, parse_event_time
 
 Record = dict[str, object]
-# One usable event for one rule and key: (time_ms, event_id, crc32(line), event_type, value). The first
-# three items are the contract's processing order; value is the start event's count, the step event's
-# distinct value, or None for inactivity rules.
-_Event = tuple[int, str, int, str, object]
+_V = TypeVar("_V", CompletionRule, InactivityRule)
+_T = TypeVar("_T")
 # One event stored by an aggregate rule: (time_ms, event_id, crc32(line), value, key values). The first three
 # items order the events; value is None for COUNT; key values are the group_by fields' JSON values.
 _Entry = tuple[int, str, int, Decimal | None, tuple[object, ...]]
@@ -134,28 +133,6 @@ def _parse_line(  # noqa: PLR0911
     return event_time, event_type, "" if event_id is _MISSING else str(event_id), obj
 
 
-def _check_for_rule(
-    rule: CompletionRule | InactivityRule, event_type: str, obj: dict[str, object]
-) -> tuple[str, object] | str:
-    """The rule-specific checks: (key, value) as in ``_Event``, or a dead-letter reason naming the rule."""
-    prefix = f"rule {rule.id!r}, "
-    key = obj.get(rule.key, _MISSING)
-    if not _is_str_or_int(key):
-        return prefix + _bad_field(rule.key, _STR_OR_INT, key)
-    if isinstance(rule, InactivityRule):
-        return str(key), None
-    if event_type == rule.start_event:
-        count = obj.get(rule.count_field, _MISSING)
-        if not (isinstance(count, int) and not isinstance(count, bool) and count >= 1):
-            return prefix + _bad_field(rule.count_field, "an integer >= 1", count)
-        return str(key), count
-    distinct = obj.get(rule.distinct_by, _MISSING)
-    if not _is_str_or_int(distinct):
-        return prefix + _bad_field(rule.distinct_by, _STR_OR_INT, distinct)
-    # Like keys, distinct values compare as text: parcel 7 and parcel "7" are the same parcel.
-    return str(key), str(distinct)
-
-
 def _output(
     rule: CompletionRule | InactivityRule, name: str, key: str, ms: int, extra: Mapping[str, object]
 ) -> _Output:
@@ -163,67 +140,229 @@ def _output(
     record: Record = {"event_type": name, "event_id": event_id, "occurred_at": format_iso(ms), rule.key: key}
     record.update(extra)
     record["rule_id"] = rule.id
+    record["rule_version"] = rule.version
     return (ms, name, key, event_id), record
 
 
+class _Versions(Generic[_V]):
+    """All versions of one completion or inactivity rule id on the event-time axis."""
+
+    def __init__(self, versions: Iterable[_V]) -> None:
+        # At a time, the last version by (effective_from, version) with effective_from <= that time is in effect.
+        self.ordered: list[_V] = sorted(versions, key=lambda version: (version.effective_from_ms, version.version))
+        self.starts: list[int] = [version.effective_from_ms for version in self.ordered]
+
+    def at(self, time_ms: int) -> _V | None:
+        index = bisect_right(self.starts, time_ms)
+        return self.ordered[index - 1] if index else None
+
+    def in_effect_sometime(self, version: _V) -> bool:
+        """False for a version tied with a later version's effective time: it never takes effect."""
+        return self.at(version.effective_from_ms) is version
+
+    def replaced_at(self, version: _V) -> int | None:
+        """When the next version takes over from ``version`` (None: it stays in effect)."""
+        later = [start for start in self.starts if start > version.effective_from_ms]
+        return min(later) if later else None
+
+    def times(self, wanted: Callable[[_V], bool]) -> list[int]:
+        """Sorted effective times of the versions that take effect and are ``wanted``."""
+        return sorted(v.effective_from_ms for v in self.ordered if wanted(v) and self.in_effect_sometime(v))
+
+
+def _first_after(times: list[int], after: int) -> int | None:
+    later = [time for time in times if time > after]
+    return min(later) if later else None
+
+
+def _key_problem(rule_id: str, field_name: str, obj: dict[str, object]) -> str | None:
+    value = obj.get(field_name, _MISSING)
+    return None if _is_str_or_int(value) else f"rule {rule_id!r}, " + _bad_field(field_name, _STR_OR_INT, value)
+
+
+# One usable event for one rule and key: (time_ms, event_id, crc32(line), event_type, value). The first three
+# items are the contract's processing order.
+_Event = tuple[int, str, int, str, _T]
+
+
 @dataclass
-class _Process:
+class _Open:
+    """A completion process: opened under ``version`` at ``start``, judged by that version to its verdict."""
+
+    version: CompletionRule
     start: int
     deadline: int
     count: int
-    seen: set[object] = field(default_factory=set)  # distinct values, already text
+    seen: set[str] = field(default_factory=set)  # distinct values, already text
     finished: bool = False
 
 
-def _replay_completion(rule: CompletionRule, key: str, events: list[_Event], end: int | None) -> list[_Output]:
-    found: list[_Output] = []
+class _Completion:
+    """The versions of one completion rule id that key by ``key_field``, and per key the events they use.
 
-    def deadline_timer(process: _Process) -> None:
-        if not process.finished:
-            extra: Record = {rule.count_field: process.count, rule.progress_field: len(process.seen)}
-            found.append(_output(rule, rule.timeout_event, key, process.deadline, extra))
+    An event's value is ``(count or None, {distinct field: text})``: the count when it opens a process under
+    the version in effect at its time, its step values for each version whose processes may still be open.
+    """
 
-    process: _Process | None = None
-    for event_time, _, _, event_type, value in events:
-        # Events at a timer's time go first, so the deadline timer fires only before a strictly later event.
-        if process is not None and process.deadline < event_time:
-            deadline_timer(process)
-            process = None  # forgotten at the deadline, finished or not
-        if event_type == rule.start_event:
-            if process is None:  # an open or finished process ignores re-sent start events
-                assert isinstance(value, int)
-                process = _Process(event_time, event_time + rule.deadline_ms, value)
-        # start <= t <= deadline restates the contract; the event and timer order above already ensure it
-        elif process is not None and not process.finished and process.start <= event_time <= process.deadline:
+    def __init__(self, versions: _Versions[CompletionRule], key_field: str) -> None:
+        self.versions = versions
+        self.key_field = key_field
+        self.rule_id = versions.ordered[0].id
+        self.deletes = versions.times(lambda v: v.state == "DELETE")  # a DELETE ends processes of every keying
+        # The versions that open processes of this keying, newest first, and when the next version replaces each.
+        self.openers = [
+            v
+            for v in reversed(versions.ordered)
+            if v.state == "ACTIVE" and v.key == key_field and versions.in_effect_sometime(v)
+        ]
+        self.replaced = {v.version: versions.replaced_at(v) for v in self.openers}
+        self.events: dict[str, list[_Event[tuple[int | None, dict[str, str]]]]] = {}
+
+    def may_be_open(self, version: CompletionRule, time_ms: int) -> bool:
+        """Whether a process the opening ``version`` opened can still be open at ``time_ms``: it opened while the
+        version was in effect, its deadline is not past, and no DELETE came between."""
+        if time_ms < version.effective_from_ms:
+            return False
+        replaced = self.replaced[version.version]
+        if replaced is None:
+            return True
+        deleted = [d for d in self.deletes if replaced <= d <= time_ms]
+        return time_ms <= replaced - 1 + version.deadline_ms and not deleted
+
+    def take(
+        self, event_time: int, event_type: str, event_id: str, tie_break: int, obj: dict[str, object], in_run: bool
+    ) -> str | bool:
+        current = self.versions.at(event_time)
+        starts = current if current in self.openers and event_type == current.start_event else None
+        newest_first = [v for v in self.openers if v.step_event == event_type and self.may_be_open(v, event_time)]
+        if starts is None and not newest_first:
+            return False
+        key_problem = _key_problem(self.rule_id, self.key_field, obj)
+        if key_problem is not None:
+            return key_problem
+        problems: list[str] = []
+        count: int | None = None
+        if starts is not None:
+            raw = obj.get(starts.count_field, _MISSING)
+            if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 1:
+                count = raw
+            else:
+                problems.append(_bad_field(starts.count_field, "an integer >= 1", raw))
+        steps: dict[str, str] = {}
+        for version in newest_first:
+            distinct = obj.get(version.distinct_by, _MISSING)
+            # Like keys, distinct values compare as text: parcel 7 and parcel "7" are the same parcel.
+            if _is_str_or_int(distinct):
+                steps[version.distinct_by] = str(distinct)
+            else:
+                problems.append(_bad_field(version.distinct_by, _STR_OR_INT, distinct))
+        if count is None and not steps:  # no version can use it
+            return f"rule {self.rule_id!r}, " + problems[0]
+        if in_run:
+            event = (event_time, event_id, tie_break, event_type, (count, steps))
+            self.events.setdefault(str(obj[self.key_field]), []).append(event)
+        return in_run
+
+    def replay(
+        self, key: str, events: list[_Event[tuple[int | None, dict[str, str]]]], end: int | None
+    ) -> list[_Output]:
+        found: list[_Output] = []
+
+        def verdict(process: _Open, upto: int, inclusive: bool) -> bool:
+            """Settle ``process`` by time ``upto``; True when it is over (judged or dropped)."""
+            deleted = _first_after(self.deletes, process.start)
+            if deleted is not None and deleted <= process.deadline and deleted <= upto:
+                return True  # the DELETE in effect at its time drops the process, without a verdict
+            due = process.deadline <= upto if inclusive else process.deadline < upto
+            if due and not process.finished:
+                rule = process.version
+                extra: Record = {rule.count_field: process.count, rule.progress_field: len(process.seen)}
+                found.append(_output(rule, rule.timeout_event, key, process.deadline, extra))
+            return due
+
+        process: _Open | None = None
+        for event_time, _, _, event_type, (count, steps) in events:
+            # Events at the deadline go first: a deadline timer fires only before a strictly later event.
+            if process is not None and verdict(process, event_time, inclusive=False):
+                process = None
+            if process is None:
+                if count is not None:  # the version in effect opens it (take() checked)
+                    opener = self.versions.at(event_time)
+                    assert opener is not None
+                    process = _Open(opener, event_time, event_time + opener.deadline_ms, count)
+                continue
+            rule = process.version
+            value = steps.get(rule.distinct_by)
+            if process.finished or event_type != rule.step_event or value is None:
+                continue  # a re-sent start event, a step after the verdict, or one without this version's field
             process.seen.add(value)
             if len(process.seen) == process.count:
                 process.finished = True
                 extra = {rule.count_field: process.count, rule.progress_field: len(process.seen)}
                 found.append(_output(rule, rule.completed_event, key, event_time, extra))
-    if process is not None and end is not None and process.deadline <= end:
-        deadline_timer(process)
-    return found
+        if process is not None and end is not None:
+            verdict(process, end, inclusive=True)
+        return found
 
 
-def _replay_inactivity(rule: InactivityRule, key: str, events: list[_Event], end: int | None) -> list[_Output]:
-    found: list[_Output] = []
-    last: int | None = None  # None: a never-seen key, which emits nothing on its first event
-    online = True
-    for event_time, *_ in events:
-        # The one pending timer is last + timeout; an event at exactly that time is handled first.
-        if last is not None and online and last + rule.timeout_ms < event_time:
-            extra: Record = {"last_event_at": format_iso(last)}
-            found.append(_output(rule, rule.offline_event, key, last + rule.timeout_ms, extra))
-            online = False
-        if not online:
-            assert last is not None
-            found.append(_output(rule, rule.online_event, key, event_time, {"last_event_at": format_iso(last)}))
-            online = True
-        last = event_time
-    if last is not None and online and end is not None and last + rule.timeout_ms <= end:
-        extra = {"last_event_at": format_iso(last)}
-        found.append(_output(rule, rule.offline_event, key, last + rule.timeout_ms, extra))
-    return found
+class _Inactivity:
+    """The versions of one inactivity rule id that key by ``key_field``, and per key the events they take."""
+
+    def __init__(self, versions: _Versions[InactivityRule], key_field: str) -> None:
+        self.versions = versions
+        self.key_field = key_field
+        self.rule_id = versions.ordered[0].id
+        # PAUSE, DELETE, or another key field: every key of this keying is forgotten then.
+        self.stops = versions.times(lambda v: not (v.state == "ACTIVE" and v.key == key_field))
+        self.events: dict[str, list[_Event[InactivityRule]]] = {}
+
+    def take(
+        self, event_time: int, event_type: str, event_id: str, tie_break: int, obj: dict[str, object], in_run: bool
+    ) -> str | bool:
+        current = self.versions.at(event_time)
+        if current is None or current.state != "ACTIVE" or current.key != self.key_field:
+            return False
+        if event_type not in current.event_types:
+            return False
+        key_problem = _key_problem(self.rule_id, self.key_field, obj)
+        if key_problem is not None:
+            return key_problem
+        if in_run:
+            event = (event_time, event_id, tie_break, event_type, current)
+            self.events.setdefault(str(obj[self.key_field]), []).append(event)
+        return in_run
+
+    def replay(self, key: str, events: list[_Event[InactivityRule]], end: int | None) -> list[_Output]:
+        found: list[_Output] = []
+        last: int | None = None  # None: a key not tracked now, which emits nothing on its first event
+        last_version: InactivityRule | None = None
+        online = True
+
+        def offline_before(limit: int, inclusive: bool) -> None:
+            nonlocal online
+            assert last is not None and last_version is not None
+            due = last + last_version.timeout_ms
+            stop = _first_after(self.stops, last)
+            in_time = due <= limit if inclusive else due < limit
+            if online and in_time and (stop is None or due < stop):  # a stop at the very time wins
+                extra: Record = {"last_event_at": format_iso(last)}
+                found.append(_output(last_version, last_version.offline_event, key, due, extra))
+                online = False
+
+        for event_time, _, _, _, version in events:
+            if last is not None:
+                # The one pending timer is last + timeout; an event at exactly that time is handled first.
+                offline_before(event_time, inclusive=False)
+                stop = _first_after(self.stops, last)
+                if stop is not None and stop <= event_time:
+                    last = None  # forgotten at the stop: this event starts afresh
+            if last is not None and not online:
+                extra: Record = {"last_event_at": format_iso(last)}
+                found.append(_output(version, version.online_event, key, event_time, extra))
+            last, last_version, online = event_time, version, True
+        if last is not None and end is not None:
+            offline_before(end, inclusive=True)
+        return found
 
 
 def _resolver(obj: dict[str, object]) -> Callable[[tuple[str, ...]], object]:
@@ -401,42 +540,33 @@ def _consumed_types(rules: RuleSet) -> set[str] | None:
     return consumed
 
 
-@dataclass
-class _Keyed:
-    """A completion or inactivity rule and, per key, the events it uses."""
-
-    rule: CompletionRule | InactivityRule
-    events: dict[str, list[_Event]] = field(default_factory=dict)
-
-    def take(
-        self, event_time: int, event_type: str, event_id: str, tie_break: int, obj: dict[str, object], in_run: bool
-    ) -> str | bool:
-        """Offer one valid event: a dead-letter reason, else whether the rule stored the event."""
-        if event_type not in self.rule.event_types:
-            return False
-        checked = _check_for_rule(self.rule, event_type, obj)
-        if isinstance(checked, str):
-            return checked
-        if in_run:
-            key, value = checked
-            self.events.setdefault(key, []).append((event_time, event_id, tie_break, event_type, value))
-        return in_run
+_Unit = _Completion | _Inactivity | _Aggregate
 
 
-def _units(rules: RuleSet) -> list[_Keyed | _Aggregate]:
-    """One unit per rule, in file order; an aggregate rule's versions form one unit where its id first appears."""
-    units: list[_Keyed | _Aggregate] = []
-    seen: set[str] = set()
+def _units(rules: RuleSet) -> list[_Unit]:
+    """One unit per rule id, where it first appears; completion and inactivity rules one per id and key field."""
+    units: list[_Unit] = []
+    seen: set[tuple[str, str]] = set()
     for rule in rules.rules:
         if isinstance(rule, PatternRule):
             # Patterns are checked against Flink CEP's behaviour (tests/conformance) and against a direct
             # sequential run of their logic (tests/test_pattern_engine.py), not here.
             raise SparkcepError(f"rule {rule.id!r}: the oracle does not evaluate pattern rules")
-        if not isinstance(rule, AggregateRule):
-            units.append(_Keyed(rule))
-        elif rule.id not in seen:
-            seen.add(rule.id)
+        keying = (rule.id, "" if isinstance(rule, AggregateRule) else rule.key)
+        if keying in seen:
+            continue
+        seen.add(keying)
+        if isinstance(rule, AggregateRule):
             units.append(_Aggregate(v for v in rules.rules if isinstance(v, AggregateRule) and v.id == rule.id))
+        elif isinstance(rule, CompletionRule):
+            same = _Versions(v for v in rules.rules if isinstance(v, CompletionRule) and v.id == rule.id)
+            units.append(_Completion(same, rule.key))
+        else:
+            units.append(
+                _Inactivity(
+                    _Versions(v for v in rules.rules if isinstance(v, InactivityRule) and v.id == rule.id), rule.key
+                )
+            )
     return units
 
 
@@ -475,12 +605,14 @@ def evaluate(rules: RuleSet, lines: Iterable[str], *, until: int | None = None) 
             for (_, key), entries in unit.stored.items():
                 outputs.extend(_replay_aggregate(unit, key, entries))
             continue
-        for key, events in unit.events.items():
-            events.sort(key=lambda event: (event[0], event[1], event[2]))
-            if isinstance(unit.rule, CompletionRule):
-                outputs.extend(_replay_completion(unit.rule, key, events, end))
-            else:
-                outputs.extend(_replay_inactivity(unit.rule, key, events, end))
+        if isinstance(unit, _Completion):
+            for key, process_events in unit.events.items():
+                process_events.sort(key=lambda event: (event[0], event[1], event[2]))
+                outputs.extend(unit.replay(key, process_events, end))
+            continue
+        for key, device_events in unit.events.items():
+            device_events.sort(key=lambda event: (event[0], event[1], event[2]))
+            outputs.extend(unit.replay(key, device_events, end))
     outputs.sort(key=lambda item: item[0])
     return OracleResult([record for _, record in outputs], dead_letters, accepted, max_event_time)
 

@@ -22,7 +22,6 @@ from sparkcep.core.pattern import PatternLogic
 from sparkcep.errors import EventTimeError
 from sparkcep.rules.aggregate import AggregateRule
 from sparkcep.rules.model import CompletionRule, InactivityRule, RuleSet, rule_keys
-from sparkcep.rules.pattern import PatternRule
 from sparkcep.timeutil import parse_event_time
 
 UNROUTED = -1
@@ -54,24 +53,29 @@ _OUT_OF_SCOPE = Decoded(None, None, ())  # every rule that could take the event 
 
 
 def _logics_for(rules: RuleSet) -> tuple[RuleLogic, ...]:
-    """One logic per completion/inactivity rule, and one per (versioned rule id, grouping) over its versions."""
-    logics: list[RuleLogic] = []
+    """One logic per (rule id, grouping), over all versions of that id, in order of first appearance.
+
+    New versions only ever append to a rule log, so a grouping a later log adds gets the next index and the
+    indexes that key states already use stay put.
+    """
     versions: dict[str, list[Any]] = {}
     for rule in rules.rules:
-        if isinstance(rule, AggregateRule | PatternRule):
-            versions.setdefault(rule.id, []).append(rule)
+        versions.setdefault(rule.id, []).append(rule)
+    logics: list[RuleLogic] = []
     placed: set[tuple[str, tuple[str, ...]]] = set()
     for rule in rules.rules:
+        keys = rule_keys(rule)
+        if (rule.id, keys) in placed:
+            continue
+        placed.add((rule.id, keys))
         if isinstance(rule, CompletionRule):
-            logics.append(CompletionLogic(rule))
+            logics.append(CompletionLogic(versions[rule.id], keys))
         elif isinstance(rule, InactivityRule):
-            logics.append(InactivityLogic(rule))
-        elif (rule.id, rule_keys(rule)) not in placed:
-            placed.add((rule.id, rule_keys(rule)))
-            if isinstance(rule, AggregateRule):
-                logics.append(AggregateLogic(versions[rule.id], rule.group_by))
-            else:
-                logics.append(PatternLogic(versions[rule.id], rule.key, rules.input.type_field))
+            logics.append(InactivityLogic(versions[rule.id], keys))
+        elif isinstance(rule, AggregateRule):
+            logics.append(AggregateLogic(versions[rule.id], keys))
+        else:
+            logics.append(PatternLogic(versions[rule.id], keys, rules.input.type_field))
     return tuple(logics)
 
 
@@ -166,12 +170,13 @@ class Program:
         if CONTROL_FIELD in obj:
             return _CONTROL
         if keyset == UNROUTED:
-            return Decoded(None, None, self._unrouted_reasons(obj, event_type))
+            return Decoded(None, None, self._unrouted_reasons(obj, event_type, time))
         rule_indexes = self.rules_for(keyset, event_type)
         try:
             key = self.key_of(obj, keyset)
         except FieldProblem as problem:
-            return Decoded(None, None, tuple(self._reason(i, problem) for i in rule_indexes))
+            wanting = [i for i in rule_indexes if self._would_take(i, event_type, obj, time)]
+            return Decoded(None, None, tuple(self._reason(i, problem) for i in wanting))
         logics = self.logics
         if len(rule_indexes) == 1:  # the common case, without the list
             index = rule_indexes[0]
@@ -228,18 +233,29 @@ class Program:
             out.append((UNROUTED, ""))
         return out
 
-    def _unrouted_reasons(self, obj: dict[str, Any], event_type: str) -> tuple[tuple[int, str], ...]:
+    def _unrouted_reasons(self, obj: dict[str, Any], event_type: str, time: int) -> tuple[tuple[int, str], ...]:
         reasons: list[tuple[int, str]] = []
+        unkeyed = False
         for keyset in range(len(self.keysets)):
             for index in self.rules_for(keyset, event_type):
                 try:
                     self.key_of(obj, keyset)
                 except FieldProblem as problem:
-                    reasons.append(self._reason(index, problem))
-        if not reasons:
+                    unkeyed = True
+                    if self._would_take(index, event_type, obj, time):
+                        reasons.append(self._reason(index, problem))
+        if not unkeyed:
             reason = "the event could not be routed to a key (Spark's JSON reader did not read its key)"
             reasons.append((UNROUTED, reason))
         return tuple(reasons)
+
+    def _would_take(self, rule_index: int, event_type: str, obj: dict[str, Any], time: int) -> bool:
+        """Whether the rule's version in effect at ``time`` has a use for the event, so that a key it cannot read
+        is a dead letter of that rule; a paused rule, or a filter that leaves the event out, asks nothing of it."""
+        try:
+            return self.logics[rule_index].extract(event_type, obj, time) is not SKIP
+        except FieldProblem:
+            return True
 
     def _reason(self, rule_index: int, problem: FieldProblem) -> tuple[int, str]:
         rule_id = self.logics[rule_index].rule_id

@@ -15,7 +15,9 @@ A rule file looks like::
       ]
     }
 
-Definitions carry no running state; per-key state lives in the core and is plain data.
+Several entries with one id are the versions of one rule, each with ``version``, ``state`` (ACTIVE, PAUSE or
+DELETE) and ``effective_from`` (the event time it takes effect at); an entry without them is version 1, ACTIVE
+from the beginning. Definitions carry no running state; per-key state lives in the core and is plain data.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sparkcep.errors import DurationError, RuleError
 from sparkcep.rules.aggregate import AggregateRule, DemoRule
 from sparkcep.rules.pattern import PatternRule, check_pattern_rule
-from sparkcep.timeutil import parse_duration
+from sparkcep.timeutil import parse_duration, parse_event_time
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # digits first too: the demo's rule ids are numbers
 # Output names become directories under OUTPUT/; names starting with "_" are reserved for
@@ -60,11 +62,27 @@ class InputSpec(_Frozen):
     id_field: str = "event_id"
 
 
-class CompletionRule(_Frozen):
+class _VersionFields(_Frozen):
+    """What makes an entry one version of a rule (aggregate and pattern rules declare the same fields)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    version: int = Field(default=1, ge=1)
+    effective_from_ms: int = Field(default=0, alias="effective_from")
+    state: Literal["ACTIVE", "PAUSE", "DELETE"] = "ACTIVE"
+
+    @field_validator("effective_from_ms", mode="before")
+    @classmethod
+    def _effective(cls, value: object) -> int:
+        return parse_event_time(value)
+
+
+class CompletionRule(_VersionFields):
     """A business process per key: a start event announces how many distinct steps complete it.
 
     Emits ``completed_event`` when the distinct steps inside ``[start, start + deadline]`` reach the
-    count taken from the start event, otherwise ``timeout_event`` at the deadline.
+    count taken from the start event, otherwise ``timeout_event`` at the deadline. The version in effect
+    at the start event's time governs the process to its verdict (see docs/dynamic-rules.md).
     """
 
     type: Literal["completion"]
@@ -79,8 +97,6 @@ class CompletionRule(_Frozen):
     timeout_event: str
     progress_field: str = "steps_counted"
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
-
     _deadline = field_validator("deadline_ms", mode="before")(_duration_ms)
 
     @property
@@ -92,9 +108,9 @@ class CompletionRule(_Frozen):
         return (self.completed_event, self.timeout_event)
 
 
-class InactivityRule(_Frozen):
+class InactivityRule(_VersionFields):
     """Per key: ``offline_event`` after ``timeout`` of event time without events, ``online_event`` when
-    an offline key sends again."""
+    an offline key sends again. The version in effect at an event's time decides that event."""
 
     type: Literal["inactivity"]
     id: str
@@ -103,8 +119,6 @@ class InactivityRule(_Frozen):
     timeout_ms: int = Field(alias="timeout")
     offline_event: str
     online_event: str
-
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
     _timeout = field_validator("timeout_ms", mode="before")(_duration_ms)
 
@@ -119,7 +133,6 @@ class InactivityRule(_Frozen):
 
 Rule = Annotated[CompletionRule | InactivityRule | AggregateRule | PatternRule, Field(discriminator="type")]
 AnyRule = CompletionRule | InactivityRule | AggregateRule | PatternRule
-Versioned = AggregateRule | PatternRule  # rule types whose entries with one id are versions
 
 
 def rule_keys(rule: AnyRule) -> tuple[str, ...]:
@@ -166,10 +179,14 @@ def _check_outputs(rule: AnyRule, outputs: dict[str, AnyRule]) -> None:
             raise RuleError(rule.id, "output event", f"a name not already produced by {owner.id!r}", name)
 
 
-def _check_versioned(rule: Versioned, first: AnyRule) -> None:
+def _check_versioned(rule: AnyRule, first: AnyRule) -> None:
     if isinstance(rule, PatternRule):
         check_pattern_rule(rule)
-    elif isinstance(first, AggregateRule) and first.resolution_ms != rule.resolution_ms:
+    elif (
+        isinstance(first, AggregateRule)
+        and isinstance(rule, AggregateRule)
+        and first.resolution_ms != rule.resolution_ms
+    ):
         expected = f"the resolution of version {first.version} ({first.resolution_ms} ms; it is fixed per rule)"
         raise RuleError(rule.id, "resolution", expected, rule.resolution_ms)
 
@@ -182,16 +199,14 @@ def _check_semantics(rules: RuleSet) -> None:
         if not _NAME.match(rule.id):
             raise RuleError(rule.id, "id", "letters, digits, '_', '.', '-' starting with a letter or digit", rule.id)
         earlier = seen_ids.setdefault(rule.id, rule)
-        if earlier is not rule:
-            # Only aggregate and pattern rules have versions: each entry with the same id is one version.
-            if not (isinstance(rule, Versioned) and type(rule) is type(earlier)):
-                raise RuleError(rule.id, "id", "an id used by no other rule", rule.id)
-            assert isinstance(rule, Versioned)
-            if (rule.id, rule.version) in versions:
-                raise RuleError(rule.id, "version", "a version number not used before for this id", rule.version)
-        if isinstance(rule, Versioned):
-            versions.add((rule.id, rule.version))
-            _check_versioned(rule, earlier)
+        # Each entry with the same id is one version of that rule: all of one type, each number once.
+        if type(rule) is not type(earlier):
+            expected = f"{earlier.type!r}, the type of the other entries with this id (they are its versions)"
+            raise RuleError(rule.id, "type", expected, rule.type)
+        if (rule.id, rule.version) in versions:
+            raise RuleError(rule.id, "version", "a version number not used before for this id", rule.version)
+        versions.add((rule.id, rule.version))
+        _check_versioned(rule, earlier)
         for field_name in rule_keys(rule):
             if not field_name:
                 raise RuleError(rule.id, "key", "a non-empty field name", field_name)
