@@ -229,12 +229,11 @@ def test_import_demo_form_then_again_is_a_no_op(store: RuleStore, tmp_path: Path
             "rule 'device-offline', field 'output event': expected a name not already produced by 'big-transfers'",
         ),
         (
-            lambda s: s.update("order-fulfilment", {"deadline": "1d"}),
-            "rule 'order-fulfilment', field 'type': expected an aggregate or pattern rule (only they have versions), "
-            "got 'completion'",
+            lambda s: s.update("order-fulfilment", {**INACTIVITY_RULE, "id": "order-fulfilment"}),
+            "rule 'order-fulfilment', field 'type': expected a completion rule like its earlier versions",
         ),
-        (lambda s: s.pause("order-fulfilment"), "field 'type': expected an aggregate or pattern rule"),
-        (lambda s: s.delete("order-fulfilment"), "field 'type': expected an aggregate or pattern rule"),
+        (lambda s: s.update("order-fulfilment", {"deadline": "soon"}), "rule 'order-fulfilment', field 'deadline'"),
+        (lambda s: s.resume("order-fulfilment"), "field 'state': expected a paused rule"),
         (lambda s: s.add(COMPLETION_RULE), "field 'id': expected an id not yet in the store"),
     ],
 )
@@ -368,8 +367,11 @@ def test_cli(spec: str, tmp_path: Path) -> None:
     assert "nothing to import" in run("import", str(out))
     assert "deleted big-transfers version 5 DELETE" in run("delete", "big-transfers", "--author", "cy")
     assert "big-transfers" not in run("list")
-    error = run("update", "order-fulfilment", '{"deadline": "1d"}', code=1)
-    assert "Error: rule 'order-fulfilment', field 'type': expected an aggregate or pattern rule" in error
+    assert "updated order-fulfilment version 2 ACTIVE" in run("update", "order-fulfilment", '{"deadline": "1d"}')
+    assert "paused device-offline version 2 PAUSE" in run("pause", "device-offline")
+    assert "deleted device-offline version 3 DELETE" in run("delete", "device-offline")
+    error = run("update", "order-fulfilment", '{"deadline": "1 fortnight"}', code=1)
+    assert "Error: rule 'order-fulfilment', field 'deadline': expected a duration" in error
     assert "field 'limit'" in run("update", "big-transfers", '{"limit": "lots"}', code=1)
     assert "valid JSON" in run("add", "{oops", code=1)
     assert "expected a rule id in the store" in run("history", "nope", code=1)
@@ -459,3 +461,102 @@ def test_pattern_processors_live_in_the_store_with_versions(store: RuleStore) ->
         store.update("a-then-b", {**BIG, "id": "a-then-b"})
     with pytest.raises(RuleError, match=r"stage 'b' \(stages\[1\]\), contiguity"):
         store.update("a-then-b", {"pattern": {"stages": [{"name": "a"}, {"name": "b", "contiguity": "soon"}]}})
+
+
+def test_completion_and_inactivity_rules_take_versions_like_the_others(store: RuleStore, tmp_path: Path) -> None:
+    store.add(COMPLETION_RULE)
+    store.add(INACTIVITY_RULE)
+    updated = store.update("order-fulfilment", {"deadline": "3d"}, author="ana")
+    assert (updated.version, updated.state, updated.effective_from_ms, updated.rule["deadline"]) == (
+        2,
+        "ACTIVE",
+        None,
+        3 * 86_400_000,
+    )
+    assert store.pause("device-offline").state == "PAUSE"
+    assert store.resume("device-offline").state == "ACTIVE"
+    assert store.update("device-offline", {"timeout": "1h", "offline_event": "GONE"}).version == 4
+    assert store.delete("order-fulfilment").state == "DELETE"
+    assert states(store, "order-fulfilment") == [(1, "ACTIVE"), (2, "ACTIVE"), (3, "DELETE")]
+    assert states(store, "device-offline") == [(1, "ACTIVE"), (2, "PAUSE"), (3, "ACTIVE"), (4, "ACTIVE")]
+    assert [v.rule_id for v in store.current()] == ["device-offline"]
+    # The job times each open version; the rule set and the export carry every version with its time.
+    timings = [("order-fulfilment", 1, T0), ("order-fulfilment", 2, T0 + 5), ("device-offline", 2, T0 + 9)]
+    for rule_id, version, at in timings:
+        store.assign_effective_from(rule_id, version, at)
+    timed = [(r.id, r.version, r.state, r.effective_from_ms) for r in store.rule_set().rules]
+    assert timed == [
+        ("order-fulfilment", 1, "ACTIVE", T0),
+        ("device-offline", 1, "ACTIVE", 0),  # not timed yet: the earliest consistent time
+        ("order-fulfilment", 2, "ACTIVE", T0 + 5),
+        ("device-offline", 2, "PAUSE", T0 + 9),
+        ("device-offline", 3, "ACTIVE", T0 + 9),
+        ("device-offline", 4, "ACTIVE", T0 + 9),
+        ("order-fulfilment", 3, "DELETE", T0 + 5),
+    ]
+    exported = tmp_path / "log.json"
+    exported.write_text(json.dumps(store.export()))
+    assert load_rules(exported) == store.rule_set()
+    resumed, changed = store.history("device-offline")[2:4]
+    assert describe_diff(resumed.rule, changed.rule) == "timeout 30m -> 1h; offline_event DEVICE_OFFLINE -> GONE"
+    # A new key field is a new grouping (the running job plans its query again); it stays the same rule.
+    rekeyed = store.update("device-offline", {"key": "vehicle"})
+    assert (rekeyed.version, rekeyed.rule["key"]) == (5, "vehicle")
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "file"])
+def test_completion_rules_recorded_before_they_had_versions_stay_in_effect_from_the_beginning(
+    tmp_path: Path, kind: str
+) -> None:
+    """Stores written by earlier sparkcep versions hold completion and inactivity rules without version fields."""
+    spec = f"sqlite:{tmp_path / 'r.db'}" if kind == "sqlite" else f"file:{tmp_path / 'r.json'}"
+    store = open_store(spec)
+    store.add(COMPLETION_RULE)
+    old_form = {**COMPLETION_RULE, "deadline": 7 * 86_400_000}  # as the store dumped it then: no version fields
+    if kind == "sqlite":
+        with sqlite3.connect(tmp_path / "r.db") as conn:
+            conn.execute("UPDATE rule_versions SET rule_json = ?, effective_from_ms = NULL", (json.dumps(old_form),))
+    else:
+        document = json.loads((tmp_path / "r.json").read_text())
+        document["versions"][0]["rule"] = old_form
+        document["versions"][0]["effective_from_ms"] = None
+        (tmp_path / "r.json").write_text(json.dumps(document))
+    [recorded] = open_store(spec).log()
+    assert (recorded.version, recorded.state, recorded.effective_from_ms) == (1, "ACTIVE", 0)
+    assert open_store(spec).rule_set().rules[0].effective_from_ms == 0  # the job does not time it again
+    paused = open_store(spec).pause("order-fulfilment")
+    assert (paused.version, paused.effective_from_ms) == (2, None)
+
+
+def test_a_new_key_field_for_a_completion_rule_makes_the_running_job_plan_its_query_again(tmp_path: Path) -> None:
+    from sparkcep.core.program import Program
+    from sparkcep.spark.rulefeed import RuleFeed, RuleLog
+
+    store = open_store(f"sqlite:{tmp_path / 'r.db'}")
+    store.add(COMPLETION_RULE)
+    feed = RuleFeed(store, tmp_path / "control", buckets=2)
+    running = feed.current(None)
+    store.update("order-fulfilment", {"deadline": "1d"})
+    delivered = feed.poll(T0, running.rules)  # the same grouping: delivered to the running query
+    assert isinstance(delivered, RuleLog)
+    assert [(r.version, r.effective_from_ms) for r in delivered.rules.rules] == [(1, 0), (2, T0 + 1)]
+    assert len(list((tmp_path / "control").glob("rules-*.jsonl"))) == 1
+    store.update("order-fulfilment", {"key": "order_ref"})
+    assert feed.poll(T0 + 5, delivered.rules) is None  # a new grouping: nothing delivered, the query is planned again
+    assert store.history("order-fulfilment")[-1].effective_from_ms is None
+    restarted = feed.current(T0 + 7)  # what the job reads when it starts the new plan
+    assert [(r.version, r.key, r.effective_from_ms) for r in restarted.rules.rules][-1] == (3, "order_ref", T0 + 8)
+    assert Program(restarted.rules).keysets == (("order_number",), ("order_ref",))
+
+
+def test_the_job_quarantines_a_completion_or_inactivity_rule_that_raised_by_pausing_it(tmp_path: Path) -> None:
+    from sparkcep.spark.rulefeed import QUARANTINE_AUTHOR, quarantine
+
+    store = open_store(f"sqlite:{tmp_path / 'r.db'}")
+    store.add(COMPLETION_RULE)
+    store.add(INACTIVITY_RULE)
+    paused = quarantine(store, ["device-offline"])
+    assert [(v.rule_id, v.version, v.state, v.author) for v in paused] == [
+        ("device-offline", 2, "PAUSE", QUARANTINE_AUTHOR)
+    ]
+    assert {v.rule_id: v.state for v in store.current()} == {"order-fulfilment": "ACTIVE", "device-offline": "PAUSE"}

@@ -101,16 +101,14 @@ def validate_command(path: Path) -> None:
     for rule in rule_set.rules:
         keys = ", ".join(rule_keys(rule))
         if isinstance(rule, CompletionRule):
-            detail = f"{rule.type}, key {keys}, deadline {format_duration(rule.deadline_ms)}"
+            detail = f", key {keys}, deadline {format_duration(rule.deadline_ms)}"
         elif isinstance(rule, AggregateRule):
-            sentence = summary_sentence(rule.model_dump(mode="json", by_alias=True))
-            detail = f"aggregate v{rule.version} {rule.state}: {sentence}"
+            detail = ": " + summary_sentence(rule.model_dump(mode="json", by_alias=True))
         elif isinstance(rule, PatternRule):
-            stages = ", ".join(stage["name"] for stage in rule.pattern["stages"])
-            detail = f"pattern v{rule.version} {rule.state}, key {keys}, stages {stages}"
+            detail = f", key {keys}, stages {', '.join(stage['name'] for stage in rule.pattern['stages'])}"
         else:
-            detail = f"{rule.type}, key {keys}, timeout {format_duration(rule.timeout_ms)}"
-        click.echo(f"ok  {rule.id}  ({detail})")
+            detail = f", key {keys}, timeout {format_duration(rule.timeout_ms)}"
+        click.echo(f"ok  {rule.id}  ({rule.type} v{rule.version} {rule.state}{detail})")
 
 
 @rules.command("add")

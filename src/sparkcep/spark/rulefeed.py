@@ -19,7 +19,6 @@ from sparkcep.rules.model import RuleSet
 from sparkcep.spark.processor import BUCKET_FIELD
 from sparkcep.spark.sink import write_atomically
 from sparkcep.store import RuleStore, StoredVersion
-from sparkcep.store.records import VERSIONED_TYPES
 
 
 @dataclass(frozen=True)
@@ -80,14 +79,14 @@ QUARANTINE_AUTHOR = "sparkcep quarantine"
 
 
 def quarantine(store: RuleStore, rule_ids: list[str]) -> list[StoredVersion]:
-    """Pause, in the store, the active aggregate and pattern rules that raised: the engine already stopped them
-    for the key that failed; the PAUSE version stops them everywhere from the job's next batch on, and, being
-    part of the rule log, a replay stops them at the same event time."""
+    """Pause, in the store, the active rules that raised: the engine already stopped them for the key that failed;
+    the PAUSE version stops them everywhere from the job's next batch on, and, being part of the rule log, a replay
+    stops them at the same event time."""
     paused: list[StoredVersion] = []
     current = {version.rule_id: version for version in store.current()}
     for rule_id in rule_ids:
         version = current.get(rule_id)
-        if version is not None and version.state == "ACTIVE" and version.rule.get("type") in VERSIONED_TYPES:
+        if version is not None and version.state == "ACTIVE":
             paused.append(store.pause(rule_id, author=QUARANTINE_AUTHOR))
     return paused
 

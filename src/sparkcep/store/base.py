@@ -93,11 +93,11 @@ class RuleStore(abc.ABC):
         return self._record(entries, author, new_ids_only=True, check_versions=True)[0]
 
     def update(self, rule_id: str, changes_or_full_rule: dict[str, Any], author: str | None = None) -> StoredVersion:
-        """Record the next version of an aggregate or pattern rule: changes merged into the latest definition, or a full
-        definition (it names a ``type``); ACTIVE and effective on the job's next batch unless given."""
+        """Record the next version of a rule: changes merged into the latest definition, or a full definition (it
+        names a ``type``); ACTIVE and effective on the job's next batch unless given."""
 
         def planner(snapshot: Snapshot) -> Change:
-            latest = plan.latest_versioned(snapshot, rule_id)
+            latest = plan.latest_version(snapshot, rule_id)
             _, entries = plan.entries_of({"rules": [plan.merged_update(latest, changes_or_full_rule)]})
             return Change(self._plan(snapshot, entries, author, new_ids_only=False, check_versions=True))
 
@@ -202,7 +202,7 @@ class RuleStore(abc.ABC):
 
     def _transition(self, rule_id: str, state: str, author: str | None) -> StoredVersion:
         def planner(snapshot: Snapshot) -> Change:
-            entry = plan.transition(plan.latest_versioned(snapshot, rule_id), state)
+            entry = plan.transition(plan.latest_version(snapshot, rule_id), state)
             return Change(self._plan(snapshot, [entry], author, new_ids_only=False, check_versions=False))
 
         return self._transaction(planner).new_versions[0]

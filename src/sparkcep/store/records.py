@@ -14,8 +14,9 @@ from sparkcep.errors import SparkcepError
 from sparkcep.rules.model import InputSpec
 from sparkcep.timeutil import format_iso
 
-# Rule types whose entries with one id are versions that take effect in event time.
-VERSIONED_TYPES = ("aggregate", "pattern")
+# Completion and inactivity rules were recorded without versions before they had them: such an entry (no
+# effective_from in its definition) is version 1, in effect from the beginning, as it was when it was recorded.
+_RECORDED_UNVERSIONED = ("completion", "inactivity")
 
 
 class StoreError(SparkcepError):
@@ -26,9 +27,9 @@ class StoreError(SparkcepError):
 class StoredVersion:
     """One version of one rule as recorded in the log.
 
-    ``rule`` is the definition in sparkcep's own form (``model_dump(mode="json", by_alias=True)``). For a
-    versioned (aggregate or pattern) rule its ``effective_from`` mirrors ``effective_from_ms``: ``None`` while
-    the version waits for the job to assign the event time at which it took effect ("on the next batch").
+    ``rule`` is the definition in sparkcep's own form (``model_dump(mode="json", by_alias=True)``). Its
+    ``effective_from`` mirrors ``effective_from_ms``: ``None`` while the version waits for the job to assign the
+    event time at which it took effect ("on the next batch").
     """
 
     seq: int
@@ -52,18 +53,18 @@ class StoredVersion:
     ) -> StoredVersion:
         """Build a version from its definition; the columns are derived from the rule so they cannot disagree."""
         rule = dict(rule)
-        versioned = rule.get("type") in VERSIONED_TYPES
-        if versioned:
-            # The metadata is authoritative: the store assigns versions and the job assigns effective times.
-            rule["effective_from"] = effective_from_ms
-            if version is not None:
-                rule["version"] = version
+        if rule.get("type") in _RECORDED_UNVERSIONED and "effective_from" not in rule and effective_from_ms is None:
+            effective_from_ms = 0
+        # The metadata is authoritative: the store assigns versions and the job assigns effective times.
+        rule["effective_from"] = effective_from_ms
+        if version is not None:
+            rule["version"] = version
         return cls(
             seq=seq,
             rule_id=str(rule["id"]),
-            version=int(rule.get("version", 1)) if versioned else 1,
+            version=int(rule.get("version", 1)),
             effective_from_ms=effective_from_ms,
-            state=str(rule.get("state", "ACTIVE")) if versioned else "ACTIVE",
+            state=str(rule.get("state", "ACTIVE")),
             rule=rule,
             recorded_at=recorded_at,
             author=author,
@@ -75,9 +76,7 @@ class StoredVersion:
 
     def assigned(self, effective_from_ms: int) -> StoredVersion:
         """This version once the job has assigned the event time it took effect at."""
-        rule = dict(self.rule)
-        if self.rule_type in VERSIONED_TYPES:
-            rule["effective_from"] = effective_from_ms
+        rule = {**self.rule, "effective_from": effective_from_ms}
         return dataclasses.replace(self, effective_from_ms=effective_from_ms, rule=rule)
 
     def to_json(self) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from sparkcep.errors import RuleError
 from sparkcep.rules.model import InputSpec, RuleSet, parse_rules
-from sparkcep.store.records import VERSIONED_TYPES, Snapshot, StoredVersion
+from sparkcep.store.records import Snapshot, StoredVersion
 
 # Set by the store for every version, so they are not part of what a rule "is".
 META_FIELDS = ("version", "state", "effective_from")
@@ -35,7 +35,7 @@ class Entry:
         return str(self.rule["id"])
 
     def effective_from_ms(self) -> int | None:
-        if self.pending or self.rule.get("type") not in VERSIONED_TYPES:
+        if self.pending:
             return None
         return int(self.rule["effective_from"])
 
@@ -76,13 +76,11 @@ def latest_by_id(versions: Iterable[StoredVersion]) -> dict[str, StoredVersion]:
     return latest
 
 
-def latest_versioned(snapshot: Snapshot, rule_id: str) -> StoredVersion:
-    """The latest version of ``rule_id``, which must be an aggregate or pattern rule (only they get versions)."""
+def latest_version(snapshot: Snapshot, rule_id: str) -> StoredVersion:
+    """The latest version of ``rule_id``, which must be in the store."""
     latest = latest_by_id(snapshot.versions).get(rule_id)
     if latest is None:
         raise RuleError(rule_id, "id", "a rule id in the store (use 'add' for a new rule)", rule_id)
-    if latest.rule_type not in VERSIONED_TYPES:
-        raise RuleError(rule_id, "type", "an aggregate or pattern rule (only they have versions)", latest.rule_type)
     return latest
 
 
@@ -115,12 +113,9 @@ def plan_versions(
             if new_ids_only and previous.seq <= snapshot.head:
                 expected = "an id not yet in the store (use 'update' for a new version)"
                 raise RuleError(entry.rule_id, "id", expected, entry.rule_id)
-            if previous.rule_type not in VERSIONED_TYPES or entry.rule["type"] != previous.rule_type:
-                got = entry.rule["type"]
-                expected = (
-                    f"a {previous.rule_type} rule like its earlier versions (aggregate and pattern rules have versions)"
-                )
-                raise RuleError(entry.rule_id, "type", expected, got)
+            if entry.rule["type"] != previous.rule_type:
+                expected = f"a {previous.rule_type} rule like its earlier versions (a rule keeps its type)"
+                raise RuleError(entry.rule_id, "type", expected, entry.rule["type"])
             version = previous.version + 1
         if check_versions and entry.given_version is not None and entry.given_version != version:
             raise RuleError(entry.rule_id, "version", f"{version} (the store numbers versions)", entry.given_version)
@@ -169,13 +164,10 @@ def filled_rules(versions: Iterable[StoredVersion]) -> list[dict[str, Any]]:
     floor: dict[str, int] = {}
     rules: list[dict[str, Any]] = []
     for version in versions:
-        rule = dict(version.rule)
-        if version.rule_type in VERSIONED_TYPES:
-            lower = floor.get(version.rule_id, 0)
-            effective = lower if version.effective_from_ms is None else version.effective_from_ms
-            floor[version.rule_id] = max(lower, effective)
-            rule["effective_from"] = effective
-        rules.append(rule)
+        lower = floor.get(version.rule_id, 0)
+        effective = lower if version.effective_from_ms is None else version.effective_from_ms
+        floor[version.rule_id] = max(lower, effective)
+        rules.append({**version.rule, "effective_from": effective})
     return rules
 
 
