@@ -137,9 +137,7 @@ def test_list_shows_each_rule_with_badges_sentence_and_an_editable_definition(jo
     assert answer.status_code == 200
     rules = {r["id"]: r for r in answer.json()}
     assert list(rules) == ["busy", "small-then-large", "order-fulfilment", "device-offline"]
-    assert {r["id"]: r["versioned"] for r in rules.values()} == {
-        "busy": True, "small-then-large": True, "order-fulfilment": False, "device-offline": False,
-    }  # fmt: skip
+    assert not any("versioned" in r for r in rules.values())  # every rule type takes versions
     # Every rule type in English, a pattern's stages in order with their conditions, within and output.
     assert rules["small-then-large"]["sentence"] == (
         "per card_id, in PAYMENT events: small (amount < 5), followed by large (amount > 100 * last(small).amount) "
@@ -158,7 +156,8 @@ def test_list_shows_each_rule_with_badges_sentence_and_an_editable_definition(jo
     assert busy["rule"]["window"] == "10m" and busy["rule"]["limit"] == "3"
     assert not {"version", "state", "effective_from"} & set(busy["rule"])
     assert rules["small-then-large"]["badges"] == ["ACTIVE", "PENDING"]
-    assert rules["order-fulfilment"]["badges"] == ["ACTIVE"]  # completion rules have no versions to time
+    assert rules["order-fulfilment"]["badges"] == ["ACTIVE", "PENDING"]  # timed by the job like every version
+    assert rules["device-offline"]["rule"]["timeout"] == "30m"
     assert "ORDER_CREATED" in rules["order-fulfilment"]["sentence"]
 
 
@@ -317,7 +316,7 @@ def test_history_lists_what_changed_between_versions(job: Job) -> None:
     assert client.get("/api/rules/busy/history").json() == detail["history"]
 
 
-def test_a_pattern_is_edited_like_an_aggregate_and_fixed_rule_types_refuse_changes(job: Job) -> None:
+def test_patterns_completion_and_inactivity_rules_are_edited_like_aggregates(job: Job) -> None:
     job.store.add(PATTERN)
     job.store.add(COMPLETION_RULE)
     job.store.add(INACTIVITY_RULE)
@@ -336,16 +335,29 @@ def test_a_pattern_is_edited_like_an_aggregate_and_fixed_rule_types_refuse_chang
     broken = {**shown, "pattern": {**shown["pattern"], "stages": stages}}
     refused = client.put("/api/rules/small-then-large", json={"rule": broken}, headers=AUTH)
     assert refused.status_code == 422 and refused.json()["errors"][0]["field"] == "pattern.stages[1].where"
-    head = job.store.head()
-    # Completion and inactivity rules have no versions in a store: listed, never changed.
-    for rule_id, change_to in (("order-fulfilment", {"deadline": "3d"}), ("device-offline", {"timeout": "1h"})):
-        put = client.put(f"/api/rules/{rule_id}", json={"rule": change_to}, headers=AUTH)
-        assert put.status_code == 422 and put.json()["errors"][0]["field"] == "type", put.text
-        for action in ("pause", "resume"):
-            answer = client.post(f"/api/rules/{rule_id}/{action}", headers=AUTH)
-            assert answer.status_code == 409 and answer.json()["errors"][0]["rule_id"] == rule_id, answer.text
-        assert client.delete(f"/api/rules/{rule_id}", headers=AUTH).status_code == 409
-    assert job.store.head() == head
+    # Completion and inactivity rules: a new version from a change or a full definition, pause, resume, delete.
+    deadline = client.put(
+        "/api/rules/order-fulfilment", json={"rule": {"deadline": "3d"}, "author": "bo"}, headers=AUTH
+    )
+    assert deadline.status_code == 200, deadline.text
+    assert (deadline.json()["version"], deadline.json()["rule"]["deadline"]) == (2, "3d")
+    assert "within 3d" in deadline.json()["sentence"]
+    [change] = client.get("/api/rules/order-fulfilment/history").json()[1]["changes"]
+    assert change == {"field": "deadline", "before": "7d", "after": "3d"}
+    shown = client.get("/api/rules/device-offline").json()["rule"]
+    full = client.put("/api/rules/device-offline", json={"rule": {**shown, "timeout": "1h"}}, headers=AUTH)
+    assert full.status_code == 200 and full.json()["sentence"].startswith("per device_id, DEVICE_OFFLINE after 1h")
+    refused = client.put("/api/rules/device-offline", json={"rule": {"timeout": "soon"}}, headers=AUTH)
+    assert refused.status_code == 422 and refused.json()["errors"][0]["field"] == "timeout"
+    assert client.post("/api/rules/device-offline/pause", headers=AUTH).json()["badges"] == ["PAUSED", "PENDING"]
+    again = client.post("/api/rules/device-offline/pause", headers=AUTH)
+    assert again.status_code == 409 and again.json()["errors"][0]["field"] == "state"
+    assert client.post("/api/rules/device-offline/resume", headers=AUTH).json()["state"] == "ACTIVE"
+    assert client.delete("/api/rules/order-fulfilment", headers=AUTH).json()["state"] == "DELETED"
+    assert [v.state for v in job.store.history("device-offline")] == ["ACTIVE", "ACTIVE", "PAUSE", "ACTIVE"]
+    assert [r["id"] for r in client.get("/api/rules").json()] == ["small-then-large", "device-offline"]
+    validated = client.post("/api/validate", json={"rule": {"id": "device-offline", "timeout": "2h"}}, headers=AUTH)
+    assert validated.json()["ok"] and "after 2h" in validated.json()["sentence"]
 
 
 def test_a_pattern_sentence_names_quantifiers_negations_and_the_timeout_output() -> None:
@@ -570,12 +582,12 @@ def test_completion_inactivity_and_timed_out_pattern_alerts_are_explained_and_fo
     client = job.client()
     explained = {(a["event_type"], a["key_text"]): a["explanation"] for a in client.get("/api/alerts").json()}
     assert explained[("ALL_PARCELS_SHIPPED", "order_number=o1")] == (
-        "ALL_PARCELS_SHIPPED from rule order-fulfilment for order_number=o1 at 2024-01-01T00:02:00.000Z; "
+        "ALL_PARCELS_SHIPPED from rule order-fulfilment v1 for order_number=o1 at 2024-01-01T00:02:00.000Z; "
         "parcels_to_ship=2, parcels_shipped=2"
     )
     assert explained[("THRESHOLD_EXCEEDED", "order_number=o2")].endswith("parcels_to_ship=3, parcels_shipped=0")
     assert explained[("DEVICE_OFFLINE", "device_id=d1")] == (
-        "DEVICE_OFFLINE from rule device-offline for device_id=d1 at 2024-01-01T00:30:00.000Z; "
+        "DEVICE_OFFLINE from rule device-offline v1 for device_id=d1 at 2024-01-01T00:30:00.000Z; "
         "last_event_at=2024-01-01T00:00:00.000Z"
     )
     assert explained[("SMALL_NOT_FOLLOWED", "card_id=c9")] == (

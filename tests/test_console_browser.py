@@ -434,7 +434,7 @@ def test_every_rule_type_its_alerts_and_the_job_health_in_the_page(tmp_path: Pat
         rules = page.get_by_test_id("rules-list")
         expect(rules.locator("article.rule-card")).to_have_count(5, timeout=15_000)
 
-        # Every type with its sentence; fixed types offer no changes; the quarantined rule says why.
+        # Every type with its sentence and the same actions; the quarantined rule says why.
         pattern = page.get_by_test_id("rule-card-small-then-large")
         expect(pattern.get_by_test_id("rule-type")).to_have_text("pattern")
         expect(pattern.get_by_test_id("rule-sentence")).to_have_text(
@@ -445,9 +445,23 @@ def test_every_rule_type_its_alerts_and_the_job_health_in_the_page(tmp_path: Pat
                                ("device-offline", "DEVICE_OFFLINE after 30m")):  # fmt: skip
             card = page.get_by_test_id(f"rule-card-{rule_id}")
             expect(card.get_by_test_id("rule-sentence")).to_contain_text(words)
-            expect(card.get_by_test_id("rule-fixed")).to_be_visible()
-            expect(card.get_by_test_id("edit")).to_have_count(0)
-            expect(card.get_by_test_id("pause")).to_have_count(0)
+            for action in ("edit", "pause", "delete", "history"):
+                expect(card.get_by_test_id(action)).to_be_visible()
+        # A completion rule gets a new version from the editor, an inactivity rule is paused and resumed.
+        orders = page.get_by_test_id("rule-card-order-fulfilment")
+        orders.get_by_test_id("edit").click()
+        draft = json.loads(page.get_by_test_id("editor").input_value())
+        assert draft["deadline"] == "7d" and "version" not in draft
+        page.get_by_test_id("editor").fill(json.dumps({**draft, "deadline": "3d"}, indent=2))
+        page.get_by_test_id("save-version").click()
+        expect(orders.get_by_test_id("rule-version")).to_have_text("v2")
+        expect(orders.get_by_test_id("rule-sentence")).to_contain_text("within 3d")
+        devices = page.get_by_test_id("rule-card-device-offline")
+        devices.get_by_test_id("pause").click()
+        expect(devices.locator('[data-testid="badge"][data-badge="PAUSED"]')).to_be_visible()
+        devices.get_by_test_id("resume").click()
+        expect(devices.locator('[data-testid="badge"][data-badge="ACTIVE"]')).to_be_visible()
+        assert [v.state for v in job.store.history("device-offline")] == ["ACTIVE", "PAUSE", "ACTIVE"]
         flaky = page.get_by_test_id("rule-card-flaky")
         assert badges(flaky) == ["PAUSED", "PENDING", "QUARANTINED"]
         expect(flaky.get_by_test_id("rule-quarantine")).to_contain_text("ZeroDivisionError: division by zero")

@@ -89,11 +89,10 @@ def pattern_error_item(exc: PatternError, rule_id: str | None = None) -> ErrorIt
 
 def refusal(exc: SparkcepError, rule: dict[str, Any] | None = None, transition: bool = False) -> ApiError:
     """The answer to an error of the rule code: 422 for an invalid rule, 409 for a state change that does not
-    apply (``transition``: pause a paused rule, or any rule of a type without versions), 503 when the store itself
-    cannot be used."""
+    apply (``transition``: pause a paused rule, resume an active one), 503 when the store itself cannot be used."""
     rule_id = str(rule.get("id")) if rule is not None and rule.get("id") is not None else None
     if isinstance(exc, RuleError):
-        conflict = transition and exc.field in ("state", "type")
+        conflict = transition and exc.field == "state"
         return ApiError(409 if conflict else 422, [rule_error_item(exc, rule)])
     if isinstance(exc, PatternError):
         return ApiError(422, [pattern_error_item(exc, rule_id)])

@@ -73,7 +73,7 @@ def explain_pattern(record: Mapping[str, Any], key_fields: KeyFields) -> str:
 def explain_other(record: Mapping[str, Any], key_fields: KeyFields) -> str:
     """Completion and inactivity events: their key, and their other fields as values."""
     key = key_fields.get(str(record.get("rule_id")), ())
-    skip = {"event_type", "event_id", "occurred_at", "rule_id", *key}
+    skip = {"event_type", "event_id", "occurred_at", "rule_id", "rule_version", *key}
     values = {name: value for name, value in record.items() if name not in skip and not isinstance(value, dict | list)}
     text = f"{record.get('event_type')} from {_rule(record, 'rule_version')}{_key(record, key_fields)}"
     text += f" at {record.get('occurred_at')}"

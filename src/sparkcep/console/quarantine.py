@@ -1,8 +1,7 @@
 """Which rules the job quarantined: from its error records (OUTPUT/_errors/) and its PAUSE versions in the store.
 
 When a rule raises, the engine stops it for the failing key and writes an error record; after the batch the job
-pauses an aggregate or pattern rule in the store with the author ``sparkcep quarantine``. Completion and
-inactivity rules are never paused: they stay stopped for the keys that failed.
+pauses the rule in the store with the author ``sparkcep quarantine``.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ from typing import Any
 from sparkcep.errors import EventTimeError
 from sparkcep.spark.rulefeed import QUARANTINE_AUTHOR
 from sparkcep.store import StoredVersion
-from sparkcep.store.records import VERSIONED_TYPES
 from sparkcep.timeutil import parse_event_time
 
 from .schemas import QuarantineInfo
@@ -98,7 +96,7 @@ def quarantined(
             out[version.rule_id] = _info(version.rule_id, rule_errors, version.recorded_at)
         elif rule_errors is None:
             continue
-        elif version.rule_type not in VERSIONED_TYPES or _failed_under(version, rule_errors):
+        elif _failed_under(version, rule_errors):
             out[version.rule_id] = _info(version.rule_id, rule_errors, None)
     for rule_id, rule_errors in errors.items():
         if rule_id not in known:  # a job run with a rule file, or a rule deleted since

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from sparkcep.store import StoredVersion, definition_diff, describe_diff
-from sparkcep.store.records import VERSIONED_TYPES
 from sparkcep.store.versions import definition
 from sparkcep.timeutil import format_duration, format_iso
 
@@ -45,8 +44,8 @@ def effective_from(version: StoredVersion) -> str | None:
 
 
 def is_pending(version: StoredVersion) -> bool:
-    """The job has not yet given this version the event time it takes effect at (only versioned rules have one)."""
-    return version.rule_type in VERSIONED_TYPES and version.effective_from_ms is None
+    """The job has not yet given this version the event time it takes effect at."""
+    return version.effective_from_ms is None
 
 
 def badges(version: StoredVersion, quarantine: QuarantineInfo | None) -> list[str]:
@@ -64,7 +63,6 @@ def rule_view(version: StoredVersion, quarantine: QuarantineInfo | None) -> Rule
         type=version.rule_type,
         version=version.version,
         state=state_word(version.state),
-        versioned=version.rule_type in VERSIONED_TYPES,
         badges=badges(version, quarantine),
         effective_from=effective_from(version),
         sentence=rule_sentence(version.rule),

@@ -40,10 +40,6 @@ class RuleView(BaseModel):
     type: str
     version: int
     state: str = Field(description="ACTIVE or PAUSED")
-    versioned: bool = Field(
-        description="aggregate and pattern rules take new versions (edit, pause, resume, delete); completion and "
-        "inactivity rules are fixed once stored"
-    )
     badges: list[str] = Field(description="the state, plus PENDING and QUARANTINED when they apply")
     effective_from: str | None = Field(description="event time the version took effect at; null while PENDING")
     sentence: str

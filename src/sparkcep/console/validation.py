@@ -29,10 +29,7 @@ def planned_rule(store: RuleStore | None, rule: dict[str, Any]) -> dict[str, Any
             return entries[0].rule
         snapshot = Snapshot(store.input_spec(), tuple(store.log()))
         latest = plan.latest_by_id(snapshot.versions).get(str(rule.get("id")))
-        if latest is None:
-            submitted = rule
-        else:
-            submitted = plan.merged_update(plan.latest_versioned(snapshot, latest.rule_id), rule)
+        submitted = rule if latest is None else plan.merged_update(latest, rule)
         _, entries = plan.entries_of({"rules": [submitted]})
         planned = plan.plan_versions(
             snapshot, entries, None, now_iso(), new_ids_only=latest is None, check_versions=True
@@ -61,7 +58,7 @@ def draft_rule_set(store: RuleStore | None, rule: dict[str, Any]) -> RuleSet:
     try:
         if store is not None and "type" not in rule and rule.get("id") is not None:
             snapshot = Snapshot(store.input_spec(), tuple(store.log()))
-            draft = plan.merged_update(plan.latest_versioned(snapshot, str(rule["id"])), rule)
+            draft = plan.merged_update(plan.latest_version(snapshot, str(rule["id"])), rule)
         draft = {name: value for name, value in draft.items() if name not in _DRAFT_META}
         input_spec = store.input_spec() if store is not None else None
         document: dict[str, Any] = {"rules": [draft]}

@@ -415,21 +415,15 @@
     }, 'History');
 
     const actions = [];
-    if (rule.versioned) {
-      actions.push(h('button', {type: 'button', testid: 'edit', 'aria-label': `Edit ${id}`, onclick: () => startEditing(rule)}, 'Edit'));
-      if (state === 'PAUSED') {
-        actions.push(h('button', {type: 'button', testid: 'resume', 'aria-label': `Resume ${id}`,
-          onclick: (e) => ruleAction(id, 'resume', e.currentTarget)}, 'Resume'));
-      } else {
-        actions.push(h('button', {type: 'button', testid: 'pause', 'aria-label': `Pause ${id}`,
-          onclick: (e) => ruleAction(id, 'pause', e.currentTarget)}, 'Pause'));
-      }
-      actions.push(deleteButton(id));
+    actions.push(h('button', {type: 'button', testid: 'edit', 'aria-label': `Edit ${id}`, onclick: () => startEditing(rule)}, 'Edit'));
+    if (state === 'PAUSED') {
+      actions.push(h('button', {type: 'button', testid: 'resume', 'aria-label': `Resume ${id}`,
+        onclick: (e) => ruleAction(id, 'resume', e.currentTarget)}, 'Resume'));
     } else {
-      // The store keeps completion and inactivity rules as they were added: offering buttons would only fail.
-      actions.push(h('span', {class: 'fixed-note muted small', testid: 'rule-fixed'},
-        `a ${rule.type} rule has no versions: fixed as stored`));
+      actions.push(h('button', {type: 'button', testid: 'pause', 'aria-label': `Pause ${id}`,
+        onclick: (e) => ruleAction(id, 'pause', e.currentTarget)}, 'Pause'));
     }
+    actions.push(deleteButton(id));
     actions.push(historyButton);
 
     const el = h('article', {
@@ -526,7 +520,7 @@
     const oldest = Math.min(...versions.map((v) => v.seq ?? v.version ?? 0));
     const items = [...versions]
       .sort((a, b) => (b.seq ?? b.version ?? 0) - (a.seq ?? a.version ?? 0))
-      .map((v) => historyVersion(v, (v.seq ?? v.version ?? 0) === oldest, versionedRule(id)));
+      .map((v) => historyVersion(v, (v.seq ?? v.version ?? 0) === oldest));
     box.replaceChildren(h('ol', {'aria-label': `Versions of ${id}, newest first`}, items));
   }
 
@@ -549,12 +543,7 @@
     return out.length ? out : [{field, before, after}];
   }
 
-  function versionedRule(id) {
-    const card = cards.get(id);
-    return !card || card.rule.versioned !== false;
-  }
-
-  function historyVersion(v, first, versioned) {
+  function historyVersion(v, first) {
     const state = normState(v.state);
     const changes = Array.isArray(v.changes) ? v.changes : [];
     let body;
@@ -576,7 +565,7 @@
       h('div', {class: 'hv-head'},
         h('strong', {}, `v${v.version}`),
         state ? h('span', {class: `badge badge-${state}`}, state) : null,
-        versioned ? h('span', {}, v.effective_from ? `effective from ${fmtEffective(v.effective_from)}` : 'effective from: pending') : null,
+        h('span', {}, v.effective_from ? `effective from ${fmtEffective(v.effective_from)}` : 'effective from: pending'),
         h('span', {class: 'muted'}, `recorded ${fmtTime(v.recorded_at)}${v.author ? ` by ${v.author}` : ''}`)),
       v.sentence ? h('p', {class: 'hv-sentence', testid: 'history-sentence'}, v.sentence) : null,
       body);
