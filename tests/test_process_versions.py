@@ -302,3 +302,22 @@ def test_an_offline_device_paused_and_resumed_before_the_job_saw_it_again_comes_
     outputs += live.run([after]).outputs
     assert _rows(outputs) == [("DEVICE_OFFLINE", iso(2), "d1", 1), ("DEVICE_OFFLINE", iso(12), "d1", 3)]
     assert canonical(outputs) == canonical(LocalRunner(Program(final), 1_000).run([before + after]).outputs)
+
+
+def test_state_a_checkpoint_holds_from_before_versions_reads_as_version_1() -> None:
+    """Key states and buffered values in the layouts the engine wrote before rules had versions."""
+    engine = Engine(Program(ruleset(COMPLETION_RULE, INACTIVITY_RULE)))  # rule 0 keys orders, rule 1 devices
+    state = BucketState()
+    step = (at(1), "ps-2", 0, "PARCEL_SHIPPED", ((0, "p2"),))  # a step's value was its distinct text
+    state.keys[(0, "o1")] = [[step], {0: (at(7 * 24 * 60), at(0), 2, frozenset({"p1"}))}, at(1)]
+    state.keys[(1, "d1")] = [[], {1: (at(30), at(0), False)}, at(30)]
+    state.keys[(1, "d2")] = [[(at(60), "tr", 0, "TRACK", ((1, None),))], {1: (None, at(0), True)}, at(60)]
+    out: list[dict[str, Any]] = []
+    engine.advance(state, at(120), out)
+    assert _rows(out) == [
+        ("ALL_PARCELS_SHIPPED", iso(1), "o1", 1),
+        ("DEVICE_OFFLINE", iso(30), "d1", 1),
+        ("DEVICE_OFFLINE", iso(90), "d2", 1),  # back online at 60m, silent for 30m again
+        ("DEVICE_ONLINE", iso(60), "d2", 1),
+    ]
+    assert out[0]["parcels_shipped"] == 2
