@@ -11,7 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from sparkcep.core.logic import FieldProblem, Record, RuleLogic, State, describe, require_positive_int
+from sparkcep.core.logic import (
+    FieldProblem,
+    Record,
+    RuleLogic,
+    State,
+    describe,
+    require_positive_int,
+    trigger_origin,
+)
 from sparkcep.ids import output_id
 from sparkcep.rules.model import CompletionRule
 from sparkcep.timeutil import format_iso
@@ -46,6 +54,7 @@ class CompletionLogic(RuleLogic):
         value: Any,
         key: str,
         out: list[Record],
+        origin: str | None = None,
     ) -> State | None:
         if event_type == self._start:
             if state is not None:
@@ -59,7 +68,7 @@ class CompletionLogic(RuleLogic):
             return state
         counted = counted | {value}
         if len(counted) >= needed:
-            out.append(self._record(self.rule.completed_event, time, key, needed, len(counted)))
+            out.append(trigger_origin(self._record(self.rule.completed_event, time, key, needed, len(counted)), origin))
             return (deadline, created, needed, None)
         return (deadline, created, needed, counted)
 

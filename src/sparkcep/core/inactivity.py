@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sparkcep.core.logic import Record, RuleLogic, State
+from sparkcep.core.logic import Record, RuleLogic, State, trigger_origin
 from sparkcep.ids import output_id
 from sparkcep.rules.model import InactivityRule
 from sparkcep.timeutil import format_iso
@@ -35,9 +35,10 @@ class InactivityLogic(RuleLogic):
         value: Any,
         key: str,
         out: list[Record],
+        origin: str | None = None,
     ) -> State | None:
         if state is not None and state[2]:
-            out.append(self._record(self.rule.online_event, time, key, state[1]))
+            out.append(trigger_origin(self._record(self.rule.online_event, time, key, state[1]), origin))
         return (time + self._timeout, time, False)
 
     def on_timer(self, state: State, time: int, key: str, out: list[Record]) -> State | None:
