@@ -272,10 +272,10 @@ def test_a_rule_that_raises_is_quarantined_for_that_key_and_the_others_go_on() -
     device_logic = program.logics[1]
     original = device_logic.on_event
 
-    def fragile(state, time, event_id, event_type, value, key, out):  # type: ignore[no-untyped-def]
+    def fragile(state, time, event_id, event_type, value, key, out, origin=None):  # type: ignore[no-untyped-def]
         if key == "bad":
             raise ValueError("sensor firmware sent nonsense")
-        return original(state, time, event_id, event_type, value, key, out)
+        return original(state, time, event_id, event_type, value, key, out, origin)
 
     device_logic.on_event = fragile  # type: ignore[method-assign]
     lines = [

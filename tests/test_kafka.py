@@ -15,7 +15,7 @@ import pytest
 from test_spark import wait_for
 
 from sparkcep import oracle
-from sparkcep.outputs import canonical, read_all_outputs, read_jsonl_dir
+from sparkcep.outputs import canonical, read_all_outputs, read_jsonl_dir, without_origins
 from sparkcep.rules.model import load_rules
 from sparkcep.simulate import generate_devices, generate_orders
 from sparkcep.spark.runner import Pipeline, RunConfig
@@ -140,7 +140,17 @@ buckets: 8
 
     expected = canonical(oracle.evaluate(load_rules(ROOT / "examples" / "orders.rules.json"), lines).outputs)
     assert {r["event_type"] for r in expected} == {"ALL_PARCELS_SHIPPED", "THRESHOLD_EXCEEDED"}
-    assert read_all_outputs(tmp_path / "out") == expected
+    produced = read_all_outputs(tmp_path / "out")
+    assert without_origins(produced) == expected
+    # Each completion names the Kafka record of the parcel that completed it.
+    records = {(m.partition(), m.offset()): m.value() for m in consume_all(kafka, topic)}
+    completed = [r for r in produced if r["event_type"] == "ALL_PARCELS_SHIPPED"]
+    assert completed and all(r["trigger_origin"]["topic"] == topic for r in completed)
+    for record in completed:
+        trigger = json.loads(records[(record["trigger_origin"]["partition"], record["trigger_origin"]["offset"])])
+        assert trigger["event_type"] == "PARCEL_SHIPPED"
+        assert (trigger["order_number"], trigger["occurred_at"]) == (record["order_number"], record["occurred_at"])
+    assert not any("trigger_origin" in r for r in produced if r["event_type"] == "THRESHOLD_EXCEEDED")
     in_kafka = [m for name in ("ALL_PARCELS_SHIPPED", "THRESHOLD_EXCEEDED") for m in consume_all(kafka, f"cep.{name}")]
     ids = [json.loads(m.value())["event_id"] for m in in_kafka]
     assert len(ids) == len(set(ids)) == len(expected), "Kafka holds every complex event exactly once"
@@ -192,7 +202,7 @@ def test_a_skewed_backfill_aligned_in_event_time_equals_the_live_output(
                            kafka_source=tuple(options.items()))  # fmt: skip
         summary = Pipeline(spark, rules, config).run_until_caught_up()
         assert summary.accepted == len(lines)
-        return read_all_outputs(tmp_path / name / "out"), summary.late
+        return without_origins(read_all_outputs(tmp_path / name / "out")), summary.late
 
     aligned_out, aligned_late = backfill("aligned", aligned=True)
     assert aligned_late == 0

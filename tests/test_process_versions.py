@@ -7,6 +7,7 @@ against the outcome worked out by hand from docs/dynamic-rules.md.
 from __future__ import annotations
 
 import json
+import pickle
 from typing import Any
 
 import pytest
@@ -307,11 +308,13 @@ def test_an_offline_device_paused_and_resumed_before_the_job_saw_it_again_comes_
 def test_state_a_checkpoint_holds_from_before_versions_reads_as_version_1() -> None:
     """Key states and buffered values in the layouts the engine wrote before rules had versions."""
     engine = Engine(Program(ruleset(COMPLETION_RULE, INACTIVITY_RULE)))  # rule 0 keys orders, rule 1 devices
-    state = BucketState()
+    keys: dict[tuple[int, str], list[Any]] = {}
     step = (at(1), "ps-2", 0, "PARCEL_SHIPPED", ((0, "p2"),))  # a step's value was its distinct text
-    state.keys[(0, "o1")] = [[step], {0: (at(7 * 24 * 60), at(0), 2, frozenset({"p1"}))}, at(1)]
-    state.keys[(1, "d1")] = [[], {1: (at(30), at(0), False)}, at(30)]
-    state.keys[(1, "d2")] = [[(at(60), "tr", 0, "TRACK", ((1, None),))], {1: (None, at(0), True)}, at(60)]
+    keys[(0, "o1")] = [[step], {0: (at(7 * 24 * 60), at(0), 2, frozenset({"p1"}))}, at(1)]
+    keys[(1, "d1")] = [[], {1: (at(30), at(0), False)}, at(30)]
+    keys[(1, "d2")] = [[(at(60), "tr", 0, "TRACK", ((1, None),))], {1: (None, at(0), True)}, at(60)]
+    # A snapshot of that engine version (2): buffered events had no origin slot yet.
+    state = BucketState.from_bytes(pickle.dumps((2, keys, None, 0, None)))
     out: list[dict[str, Any]] = []
     engine.advance(state, at(120), out)
     assert _rows(out) == [

@@ -26,6 +26,22 @@ def canonical(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(records, key=lambda r: (str(r.get("occurred_at", "")), orjson.dumps(r, option=orjson.OPT_SORT_KEYS)))
 
 
+def without_origins(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records without what says where their input came from (``trigger_origin``, a matched event's
+    ``origin``): a run over Kafka and one over the same events from files then compare equal."""
+    stripped = []
+    for record in records:
+        copy = {name: value for name, value in record.items() if name != "trigger_origin"}
+        stages = record.get("stages")
+        if isinstance(stages, dict):
+            copy["stages"] = {
+                stage: [{k: v for k, v in event.items() if k != "origin"} for event in events]
+                for stage, events in stages.items()
+            }
+        stripped.append(copy)
+    return stripped
+
+
 def read_outputs(output_dir: Path) -> dict[str, list[dict[str, Any]]]:
     """Complex events per output type (directories not starting with ``_``), canonically ordered."""
     result: dict[str, list[dict[str, Any]]] = {}

@@ -17,8 +17,10 @@ from sparkcep.expr import MISSING, ExpressionError, FunctionRegistry, Node, comp
 from sparkcep.expr import ast as expr_ast
 from sparkcep.expr.values import CONTEXT, compare, kind, lookup, to_number
 
-# An event inside the matcher: (sequence number in matching order, time, id, fields)
-Event = tuple[int, int, str, dict[str, Any]]
+# An event inside the matcher: (sequence number in matching order, time, id, fields, origin). The origin (JSON
+# text naming the input record, None when unknown) goes into match records; partial matches saved before it
+# existed hold events without it.
+Event = tuple[int, int, str, dict[str, Any], str | None]
 # A partial match: the matched events in order, each with its stage name
 Path = tuple[tuple[str, Event], ...]
 

@@ -3,7 +3,7 @@
 State per key is plain data (it pickles into the engine's bucket blob):
 ``(partials, completed, next_seq)`` where a partial match is ``(state index, path, start time, start seq)``,
 ``path`` is the tuple of ``(stage name, event)`` matched so far and an event is
-``(seq, time, id, fields)``. ``seq`` numbers events in matching order, so comparing seqs compares
+``(seq, time, id, fields, origin)``. ``seq`` numbers events in matching order, so comparing seqs compares
 (time, id). The start partial match (no events yet) has start ``(_NEVER, _NEVER)`` and is always present.
 
 Per event at time ``t`` (Flink CEP's order): first :meth:`Matcher.advance` to ``t`` (partial matches whose
@@ -180,9 +180,17 @@ class Matcher:
                     pending.append(edge.target)
         return False
 
-    def process(self, state: NfaState, time: int, event_id: str, fields: dict[str, Any], out: list[Result]) -> NfaState:
+    def process(
+        self,
+        state: NfaState,
+        time: int,
+        event_id: str,
+        fields: dict[str, Any],
+        out: list[Result],
+        origin: str | None = None,
+    ) -> NfaState:
         partials, completed, seq = state
-        event: Event = (seq, time, event_id, fields)
+        event: Event = (seq, time, event_id, fields, origin)
         kept: list[Partial] = []
         matches: list[Found] = []
         kinds = self._kinds

@@ -26,7 +26,16 @@ import bisect
 from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, ROUND_HALF_EVEN, Context, Decimal
 from typing import Any
 
-from sparkcep.core.logic import SKIP, FieldProblem, Record, RuleLogic, State, describe, whole_problem
+from sparkcep.core.logic import (
+    SKIP,
+    FieldProblem,
+    Record,
+    RuleLogic,
+    State,
+    describe,
+    trigger_origin,
+    whole_problem,
+)
 from sparkcep.expr import ExpressionError, compile_expression
 from sparkcep.ids import output_id
 from sparkcep.rules.aggregate import AggregateRule, format_decimal, to_decimal
@@ -118,6 +127,7 @@ class AggregateLogic(RuleLogic):
         value: Any,
         key: str,
         out: list[Record],
+        origin: str | None = None,
     ) -> State | None:
         data: list[Any] = [[], [], [], 0, [], None, time] if state is None else state[1]
         if self._deletes:
@@ -147,7 +157,7 @@ class AggregateLogic(RuleLogic):
                 times.append(stamp)
                 values.append(None if amount is None else [amount, amount])
                 prefix.append((last_sum, last_values, last_events + 1))
-        data[_PENDING].append((event_id, key_values))
+        data[_PENDING].append((event_id, key_values, origin))
         data[_PENDING_AT] = time
         data[_LAST] = time
         return (time, data)
@@ -219,8 +229,9 @@ class AggregateLogic(RuleLogic):
                 result = min(stored) if version.function == "MIN" else max(stored)
         if not _COMPARE[version.operator](result, version.limit):
             return
-        for trigger_id, key_values in data[_PENDING]:
-            out.append(self._alert(version, time, key, trigger_id, key_values, result, count))
+        for trigger_id, key_values, origin in data[_PENDING]:
+            alert = self._alert(version, time, key, trigger_id, key_values, result, count)
+            out.append(trigger_origin(alert, origin))
 
     def _alert(
         self,

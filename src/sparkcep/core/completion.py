@@ -21,7 +21,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from sparkcep.core.logic import SKIP, FieldProblem, Record, RuleLogic, State, describe, require_positive_int
+from sparkcep.core.logic import (
+    SKIP,
+    FieldProblem,
+    Record,
+    RuleLogic,
+    State,
+    describe,
+    require_positive_int,
+    trigger_origin,
+)
 from sparkcep.core.timeline import Timeline, earliest, first_after
 from sparkcep.ids import output_id
 from sparkcep.rules.model import CompletionRule
@@ -105,6 +114,7 @@ class CompletionLogic(RuleLogic):
         value: Any,
         key: str,
         out: list[Record],
+        origin: str | None = None,
     ) -> State | None:
         count, steps = value if type(value) is tuple else _older_value(value)
         if state is not None:
@@ -125,7 +135,8 @@ class CompletionLogic(RuleLogic):
             return state
         counted = counted | {step}
         if len(counted) >= needed:
-            out.append(self._record(version, version.completed_event, time, key, needed, len(counted)))
+            record = self._record(version, version.completed_event, time, key, needed, len(counted))
+            out.append(trigger_origin(record, origin))
             counted = None
         return (state[0], created, needed, counted, deadline, number)
 

@@ -15,18 +15,22 @@ from __future__ import annotations
 
 import gc
 import pickle
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from sparkcep.core.logic import Record, State
-from sparkcep.core.program import UNROUTED, Event, Program
+from sparkcep.core.program import UNROUTED, Program
 from sparkcep.timeutil import format_iso
 
 # No watermark yet (Spark reports 0 before the first watermark is known).
 NO_WATERMARK = -(2**63)
-_SNAPSHOT_VERSION = 2
+_SNAPSHOT_VERSION = 3
+
+# A buffered event: the decoded event (see sparkcep.core.program.Event) and its origin, the JSON text naming
+# where the input record came from (a Kafka record's topic, partition and offset; None for files).
+Buffered = tuple[int, str, int, str, tuple[tuple[int, Any], ...], str | None]
 
 # Per key: [buffered events, {rule index: rule state}, wake-up time or None]
 # A rule that raised for a key keeps this state there: no timer, and events skip it.
@@ -56,7 +60,9 @@ class BucketState:
         with collector_paused():
             data = pickle.loads(blob)
         if data[0] == 1:  # before rule logs travelled with the state
-            return cls(data[1], data[2])
+            return cls(_with_origins(data[1]), data[2])
+        if data[0] == 2:  # before buffered events carried their origin
+            return cls(_with_origins(data[1]), data[2], data[3], data[4])
         if data[0] != _SNAPSHOT_VERSION:
             raise ValueError(f"state snapshot version {data[0]}, this engine reads {_SNAPSHOT_VERSION}")
         return cls(data[1], data[2], data[3], data[4])
@@ -103,6 +109,13 @@ class BatchResult:
             self.max_event_time = other.max_event_time
 
 
+def _with_origins(keys: dict[tuple[int, str], KeyState]) -> dict[tuple[int, str], KeyState]:
+    """Buffered events of an older snapshot, which had no origin slot, with an unknown origin."""
+    for key_state in keys.values():
+        key_state[0] = [event if len(event) == 6 else (*event, None) for event in key_state[0]]
+    return keys
+
+
 @contextmanager
 def collector_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector (restored on exit, also after an error)."""
@@ -143,9 +156,17 @@ class Engine:
         self._start_types = [logic.start_types for logic in program.logics]
 
     def process(
-        self, state: BucketState, rows: list[tuple[int, str]], watermark: int, safe_bound: int = NO_WATERMARK
+        self,
+        state: BucketState,
+        rows: list[tuple[int, str]],
+        watermark: int,
+        safe_bound: int = NO_WATERMARK,
+        origins: Mapping[str, str] | None = None,
     ) -> BatchResult:
         """Take ``rows`` of ``(keyset, line)`` into ``state`` and advance it.
+
+        ``origins`` maps a line to where it came from (JSON text); rules put the origin of the events behind
+        a complex event into it (``trigger_origin``, a pattern's matched events), for explanations.
 
         Lateness is judged against ``watermark``. Processing advances to ``max(watermark, safe_bound)``:
         ``safe_bound`` is a time the *next* watermark is known to reach (the largest event time Spark saw
@@ -155,9 +176,16 @@ class Engine:
         # Engine data is acyclic tuples, lists and dicts, freed by reference counting; the cyclic collector
         # would only walk them again and again (it costs about 40 % of the time of a large batch).
         with collector_paused():
-            return self._process(state, rows, watermark, safe_bound)
+            return self._process(state, rows, watermark, safe_bound, origins or None)
 
-    def _process(self, state: BucketState, rows: list[tuple[int, str]], watermark: int, safe_bound: int) -> BatchResult:
+    def _process(
+        self,
+        state: BucketState,
+        rows: list[tuple[int, str]],
+        watermark: int,
+        safe_bound: int,
+        origins: Mapping[str, str] | None,
+    ) -> BatchResult:
         result = BatchResult(rows=len(rows))
         keys = state.keys
         decode = self.program.decode
@@ -184,12 +212,13 @@ class Engine:
                 continue
             if max_time is None or time > max_time:
                 max_time = time
+            buffered: Buffered = (*event, origins.get(line) if origins is not None else None)
             slot = (keyset, key)
             key_state = keys.get(slot)
             if key_state is None:
-                keys[slot] = [[event], {}, time]
+                keys[slot] = [[buffered], {}, time]
             else:
-                key_state[0].append(event)
+                key_state[0].append(buffered)
                 if key_state[2] is None or time < key_state[2]:
                     key_state[2] = time
         result.max_event_time = max_time
@@ -214,7 +243,7 @@ class Engine:
     def _advance_key(
         self, key: str, key_state: KeyState, watermark: int, out: list[Record], errors: list[Record]
     ) -> None:
-        pending: list[Event] = key_state[0]
+        pending: list[Buffered] = key_state[0]
         states: dict[int, State] = key_state[1]
         if pending:
             pending.sort()
@@ -236,7 +265,7 @@ class Engine:
         key_state[2] = wake
 
     def _dispatch(
-        self, key: str, states: dict[int, State], ready: list[Event], out: list[Record], errors: list[Record]
+        self, key: str, states: dict[int, State], ready: list[Buffered], out: list[Record], errors: list[Record]
     ) -> None:
         """Hand released events to their rules in order, firing each rule's earlier timers first.
 
@@ -248,7 +277,7 @@ class Engine:
         logics = self._logics
         start_types = self._start_types
         last = len(ready) - 1
-        for position, (time, event_id, _crc, event_type, values) in enumerate(ready):
+        for position, (time, event_id, _crc, event_type, values, origin) in enumerate(ready):
             for rule_state in states.values():  # the timer pass only when a timer is due (most often none is)
                 timer = rule_state[0]
                 if timer is not None and timer < time:
@@ -264,7 +293,7 @@ class Engine:
                 elif current == QUARANTINED:
                     continue
                 try:
-                    new = logics[index].on_event(current, time, event_id, event_type, value, key, out)
+                    new = logics[index].on_event(current, time, event_id, event_type, value, key, out, origin)
                 except Exception as exc:  # one failing rule must not stop the others
                     errors.append(self._quarantine(states, index, key, time, event_id, exc))
                     continue

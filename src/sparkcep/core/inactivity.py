@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sparkcep.core.logic import SKIP, Record, RuleLogic, State
+from sparkcep.core.logic import SKIP, Record, RuleLogic, State, trigger_origin
 from sparkcep.core.timeline import Timeline, earliest, first_after
 from sparkcep.ids import output_id
 from sparkcep.rules.model import InactivityRule
@@ -55,6 +55,7 @@ class InactivityLogic(RuleLogic):
         value: Any,
         key: str,
         out: list[Record],
+        origin: str | None = None,
     ) -> State | None:
         index = self._timeline.index_at(time)
         if index < 0 or event_type not in self._scopes[index]:
@@ -65,7 +66,7 @@ class InactivityLogic(RuleLogic):
             stop = first_after(self._stops, last)
             # After a stop since the last event the key was forgotten at the stop: this event starts afresh.
             if offline and (stop is None or stop > time):
-                out.append(self._record(version, version.online_event, time, key, last))
+                out.append(trigger_origin(self._record(version, version.online_event, time, key, last), origin))
         timer = earliest(time + version.timeout_ms, first_after(self._stops, time))
         return (timer, time, False, version.version)
 

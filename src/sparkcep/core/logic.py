@@ -13,6 +13,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
+import orjson
+
 State = tuple[Any, ...]
 Record = dict[str, object]
 
@@ -66,6 +68,13 @@ def require_positive_int(obj: dict[str, Any], field: str) -> int:
     raise FieldProblem(field, "an integer >= 1", describe(value))
 
 
+def trigger_origin(record: Record, origin: str | None) -> Record:
+    """``record`` with the origin of the event that triggered it (as JSON), when that origin is known."""
+    if origin is not None:
+        record["trigger_origin"] = orjson.loads(origin)
+    return record
+
+
 class RuleLogic(ABC):
     """Running logic of one rule definition (immutable; all per-key data lives in the state tuple)."""
 
@@ -94,8 +103,13 @@ class RuleLogic(ABC):
         value: Any,
         key: str,
         out: list[Record],
+        origin: str | None = None,
     ) -> State | None:
-        """Handle one event in event-time order; append output records to ``out``."""
+        """Handle one event in event-time order; append output records to ``out``.
+
+        ``origin`` is where the event's input record came from (JSON text, e.g. a Kafka topic, partition and
+        offset; None when unknown): a complex event that this event triggers carries it as ``trigger_origin``.
+        """
 
     @abstractmethod
     def on_timer(self, state: State, time: int, key: str, out: list[Record]) -> State | None:

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+import orjson
+
 from sparkcep.cep import Matcher, Result, compile_matcher
 from sparkcep.cep.conditions import Scope
 from sparkcep.core.logic import SKIP, Record, RuleLogic, State
@@ -82,6 +84,7 @@ class PatternLogic(RuleLogic):
         value: Any,
         key: str,
         out: list[Record],
+        origin: str | None = None,
     ) -> State | None:
         fields = value
         if state is None:
@@ -105,13 +108,13 @@ class PatternLogic(RuleLogic):
         found: list[Result] = []
         if nfa is None:
             nfa = matcher.initial()
-        nfa = matcher.process(nfa, time, event_id, fields, found)
+        nfa = matcher.process(nfa, time, event_id, fields, found, origin)
         if found:
             self._report(index, found, key, key_values, out)
         if finishing:
             finishing = tuple(
                 self._step_finishing(
-                    finishing, lambda m, s, f: m.process(s, time, event_id, fields, f), key, key_values, out
+                    finishing, lambda m, s, f: m.process(s, time, event_id, fields, f, origin), key, key_values, out
                 )
             )
         return self._pack(time, index, nfa, finishing, key_values, (time, event_id))
@@ -255,7 +258,10 @@ class PatternLogic(RuleLogic):
         ids = [event[2] for _, event in path]
         stages: dict[str, list[dict[str, str]]] = {}
         for stage, event in path:
-            stages.setdefault(stage, []).append({"event_id": event[2], "occurred_at": format_iso(event[1])})
+            matched = {"event_id": event[2], "occurred_at": format_iso(event[1])}
+            if len(event) > 4 and event[4] is not None:  # events matched before origins were kept have none
+                matched["origin"] = orjson.loads(event[4])
+            stages.setdefault(stage, []).append(matched)
         record: Record = {
             "event_type": event_type,
             "event_id": output_id(self.rule_id, event_type, key, result.time, *ids),

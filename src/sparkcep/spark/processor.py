@@ -179,7 +179,7 @@ class EngineProcessor(StatefulProcessor):
         if fired is not None and state.registered_timer == fired:
             state.registered_timer = None  # Spark deletes a fired timer itself
         engine = self._engine_for_bucket(state, pairs)
-        result = engine.process(state, pairs, watermark, safe_bound)
+        result = engine.process(state, pairs, watermark, safe_bound, origins)
         self._reconcile_timer(state)
         blob_size = 0
         if state.keys or state.rules_json is not None:
