@@ -205,3 +205,32 @@ def test_packing_loses_nothing_and_invents_nothing_however_the_rows_are_batched(
             times[bucket] = max(ts, times.get(bucket, ts))
     assert got == expected
     assert {b: t for b, t in largest.items() if t is not None} == times
+
+
+# -- "now" for a rule version --------------------------------------------------------------------
+
+
+def test_a_version_recorded_while_running_takes_effect_after_every_event_time_read(tmp_path: Path) -> None:
+    """The newest events were skipped by the paused rule (accepted only up to 1,000): a resume takes effect after
+    the largest time *read* (5,000), so it never reaches back to events the job already skipped."""
+    from sparkcep.spark.sink import BatchMetrics
+    from sparkcep.store import open_store
+
+    store = open_store(f"sqlite:{tmp_path / 'rules.db'}")
+    store.add(COMPLETION_RULE)
+    config = RunConfig(tmp_path / "in", tmp_path / "out", tmp_path / "ck", buckets=4)
+    pipeline = Pipeline(_Session(2), None, config, store=store)  # type: ignore[arg-type]
+    pipeline._after_batch(BatchMetrics(batch_id=0, max_event_time=1_000, max_read_time=5_000))
+    store.pause("order-fulfilment")
+    pipeline._after_batch(BatchMetrics(batch_id=1, max_event_time=None, max_read_time=4_000))
+    assert store.history("order-fulfilment")[-1].effective_from_ms == 5_001
+    # Buckets report their own largest times; a batch keeps the largest (a restart reads them back).
+    metrics = BatchMetrics(batch_id=2)
+    metrics.add({**_METRIC, "max_event_time": 6_000, "max_read_time": 9_000})
+    assert (metrics.max_event_time, metrics.max_read_time, metrics.latest_time()) == (6_000, 9_000, 9_000)
+
+
+_METRIC: dict[str, Any] = {
+    "rows": 1, "accepted": 1, "late": 0, "dead": 0, "outputs": 0, "errors": 0, "keys": 0, "buffered": 0,
+    "state_bytes": 0, "python_s": 0.0, "late_by_rule": {}, "dead_by_rule": {}, "watermark": None,
+}  # fmt: skip

@@ -66,6 +66,7 @@ def result_frame(
     blob: int,
     seconds: float,
     origins: dict[str, str] | None = None,
+    read_time: int | None = None,
 ) -> Any:
     """The rows one handler call emits: outputs, late and dead-letter records, and one metrics row.
 
@@ -109,6 +110,9 @@ def result_frame(
         "outputs": len(result.outputs),
         "errors": len(result.errors),
         "max_event_time": result.max_event_time,
+        # The largest event time Spark read in these rows, whatever the rules made of them (skipped, late,
+        # refused): a rule version recorded later must take effect after it (see sparkcep.spark.rulefeed).
+        "max_read_time": read_time,
         "watermark": None if watermark == NO_WATERMARK else watermark,
         "late_by_rule": result.late_by_rule,
         "dead_by_rule": result.dead_by_rule,
@@ -148,8 +152,9 @@ class EngineProcessor(StatefulProcessor):
                 largest = unpack(frame, pairs, origins)
                 if largest is not None and largest > max_ts:
                     max_ts = largest
-            safe_bound = max_ts - self._delay_ms if max_ts != NO_WATERMARK else NO_WATERMARK
-            result = self._run(pairs, timerValues, fired=None, safe_bound=safe_bound, origins=origins)
+            read_time = max_ts if max_ts != NO_WATERMARK else None
+            safe_bound = max_ts - self._delay_ms if read_time is not None else NO_WATERMARK
+            result = self._run(pairs, timerValues, None, safe_bound, origins, read_time)
         yield result
 
     def handleExpiredTimer(
@@ -169,6 +174,7 @@ class EngineProcessor(StatefulProcessor):
         fired: int | None,
         safe_bound: int = NO_WATERMARK,
         origins: dict[str, str] | None = None,
+        read_time: int | None = None,
     ) -> Any:
         started = time.perf_counter()
         spark_watermark = timer_values.getCurrentWatermarkInMs()
@@ -189,7 +195,7 @@ class EngineProcessor(StatefulProcessor):
         elif stored is not None:
             self._state.clear()
         elapsed = time.perf_counter() - started
-        return result_frame(result, engine.program, watermark, state, blob_size, elapsed, origins)
+        return result_frame(result, engine.program, watermark, state, blob_size, elapsed, origins, read_time)
 
     def _engine_for_bucket(self, state: BucketState, pairs: list[tuple[int, str]]) -> Engine:
         """The newest rule log this bucket has seen: the query's own (from its start) or a later control record.

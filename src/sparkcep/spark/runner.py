@@ -105,7 +105,7 @@ class Pipeline:
     def _load_rules_from_store(self) -> None:
         assert self.feed is not None
         self._max_seen = max(
-            (m.max_event_time for m in read_metrics(self.metrics_dir) if m.max_event_time is not None), default=None
+            (t for t in (m.latest_time() for m in read_metrics(self.metrics_dir)) if t is not None), default=None
         )
         log = self.feed.current(self._max_seen)
         self.rules, self.rules_seq = log.rules, log.seq
@@ -114,8 +114,11 @@ class Pipeline:
 
     def _after_batch(self, metrics: BatchMetrics) -> None:
         """Driver side, after each micro-batch: poll the rule store and hand changes to the next batch."""
-        if metrics.max_event_time is not None and (self._max_seen is None or metrics.max_event_time > self._max_seen):
-            self._max_seen = metrics.max_event_time
+        # "Now" for a rule version recorded from here on: past every event time read so far, also events no
+        # rule took (a paused rule skipped them; a replay must skip them too).
+        latest = metrics.latest_time()
+        if latest is not None and (self._max_seen is None or latest > self._max_seen):
+            self._max_seen = latest
         if self.feed is None:
             return
         if metrics.failed_rules:

@@ -46,7 +46,8 @@ class BatchMetrics:
     dead: int = 0
     outputs: int = 0
     errors: int = 0
-    max_event_time: int | None = None
+    max_event_time: int | None = None  # the largest event time accepted by a rule (late events excluded)
+    max_read_time: int | None = None  # the largest event time read, whatever the rules made of it
     state_keys: int = 0
     buffered: int = 0
     state_bytes: int = 0
@@ -75,6 +76,14 @@ class BatchMetrics:
         t = metric["max_event_time"]
         if t is not None and (self.max_event_time is None or t > self.max_event_time):
             self.max_event_time = int(t)
+        read = metric.get("max_read_time")
+        if read is not None and (self.max_read_time is None or read > self.max_read_time):
+            self.max_read_time = int(read)
+
+    def latest_time(self) -> int | None:
+        """The largest event time this batch read or accepted."""
+        times = [t for t in (self.max_event_time, self.max_read_time) if t is not None]
+        return max(times) if times else None
 
 
 class BatchWriter(Protocol):
