@@ -13,14 +13,33 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterable
 
+import orjson
+
 from sparkcep.core.engine import NO_WATERMARK, BatchResult, BucketState, Engine
 from sparkcep.core.program import CONTROL_FIELD, UNROUTED, Program
+from sparkcep.errors import EventTimeError
+from sparkcep.timeutil import parse_event_time
 
 
 def bucket_of(keyset: int, key: str, line: str, buckets: int) -> int:
     """Which bucket a routed row belongs to (unrouted rows spread by their content)."""
     text = line if keyset == UNROUTED else f"{keyset}\x1f{key}"
     return zlib.crc32(text.encode("utf-8")) % buckets
+
+
+def readable_time(line: str, time_field: str) -> int | None:
+    """The event time Spark's watermark reads from a line: any JSON object with a readable time field, whatever
+    else is wrong with it (an event type no rule consumes, a missing key); None for the engine's control records."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if type(obj) is not dict or CONTROL_FIELD in obj or obj.get(time_field) is None:
+        return None
+    try:
+        return parse_event_time(obj[time_field])
+    except EventTimeError:
+        return None
 
 
 class LocalRunner:
@@ -44,15 +63,13 @@ class LocalRunner:
         for line in lines:
             if not line.strip():
                 continue  # blank lines are not events (the Spark side filters them too)
-            # Spark's watermark sees every row whose time it can read, whatever else is wrong with it.
-            obj, time, _etype, _eid, reason = self.program.parse_line(line)
-            has_time = reason is None and obj is not None and CONTROL_FIELD not in obj
+            time = readable_time(line, self.program.time_field)
             for keyset, key in self.program.route(line):
                 bucket = bucket_of(keyset, key, line, self.buckets)
                 by_bucket.setdefault(bucket, []).append((keyset, line))
-                if has_time and time > bucket_max.get(bucket, NO_WATERMARK):
+                if time is not None and time > bucket_max.get(bucket, NO_WATERMARK):
                     bucket_max[bucket] = time
-            if has_time and (self._max_seen is None or time > self._max_seen):
+            if time is not None and (self._max_seen is None or time > self._max_seen):
                 self._max_seen = time
         bounds = {bucket: t - self.delay_ms for bucket, t in bucket_max.items()} if self.early_release else {}
         result = self._process(by_bucket, self.watermark, bounds)
