@@ -30,13 +30,14 @@ def _tree(root: psutil.Process) -> list[psutil.Process]:
         return []
 
 
-def _fork_not_yet_exec(process: psutil.Process) -> bool:
-    """A child with its parent's exact command line: the JVM spawning a helper (vfork/posix_spawn) before the
-    exec. It shares the parent's memory for those microseconds, and counting it once made a 1.4 GB JVM count
-    twice in some samples (peaks from 2.5 to 4.2 GB for the same run)."""
+def _jvm_spawning(process: psutil.Process) -> bool:
+    """A child of the JVM with the JVM's own command line: the JVM starting a helper program (vfork before the
+    exec). For those microseconds it shares the JVM's memory; counting it made a 1.4 GB JVM count twice in some
+    samples (peaks from 2.5 to 4.2 GB for the same run). Python workers forked by PySpark's daemon also keep
+    their parent's command line, but they have memory of their own and are counted."""
     try:
         parent = process.parent()
-        return parent is not None and process.cmdline() == parent.cmdline()
+        return parent is not None and parent.name() == "java" and process.cmdline() == parent.cmdline()
     except psutil.Error:
         return True  # gone already
 
@@ -51,7 +52,7 @@ def measure(cmd: list[str], interval_s: float = 0.2, env: dict[str, str] | None 
         total = 0
         for p in _tree(root):
             try:
-                if _fork_not_yet_exec(p):
+                if _jvm_spawning(p):
                     continue
                 total += p.memory_info().rss
                 times = p.cpu_times()
