@@ -60,6 +60,24 @@ def test_a_files_pipeline(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("store", "expected"),
+    [
+        ("sqlite:rules.db", "sqlite:{dir}/rules.db"),
+        ("file:sub/rules.json", "file:{dir}/sub/rules.json"),
+        ("rules.sqlite", "{dir}/rules.sqlite"),
+        ("sqlite:/srv/rules.db", "sqlite:/srv/rules.db"),
+        ("postgresql://cep@127.0.0.1:5432/rules", "postgresql://cep@127.0.0.1:5432/rules"),
+    ],
+)
+def test_a_store_file_named_by_a_relative_path_lives_next_to_the_pipeline_file(
+    tmp_path: Path, store: str, expected: str
+) -> None:
+    config = load_config(write(tmp_path, f'source: {{type: files, path: in}}\nrules: {{store: "{store}"}}\n'
+                                          "sinks: {files: out}\ncheckpoint: ck\n"))  # fmt: skip
+    assert config.rules.store == expected.format(dir=tmp_path)
+
+
+@pytest.mark.parametrize(
     ("change", "message"),
     [
         (("topics: [orders, parcels]", "topics: []"), "field 'source.topics'"),

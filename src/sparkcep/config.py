@@ -181,6 +181,16 @@ def _resolve(base: Path, path: Path) -> Path:
     return path if path.is_absolute() else (base / path).resolve()
 
 
+def _resolve_store(base: Path, spec: str) -> str:
+    """A SQLite or JSON-file store named by a relative path lives next to the pipeline file, like its other paths."""
+    scheme, colon, rest = spec.partition(":")
+    if colon and scheme in ("sqlite", "file") and rest:
+        return f"{scheme}:{_resolve(base, Path(rest))}"
+    if not colon and Path(spec).suffix.lower() in (".db", ".sqlite", ".sqlite3", ".json"):
+        return str(_resolve(base, Path(spec)))
+    return spec  # PostgreSQL URLs
+
+
 def load_config(path: str | Path) -> PipelineConfig:
     """Read and validate a pipeline file (YAML or JSON); relative paths become relative to the file."""
     import yaml
@@ -214,6 +224,8 @@ def load_config(path: str | Path) -> PipelineConfig:
     }
     if config.rules.file is not None:
         updates["rules"] = Rules(file=_resolve(base, config.rules.file))
+    elif config.rules.store is not None:
+        updates["rules"] = Rules(store=_resolve_store(base, config.rules.store))
     if isinstance(config.source, FilesSource):
         updates["source"] = config.source.model_copy(update={"path": _resolve(base, config.source.path)})
     return config.model_copy(update=updates)
