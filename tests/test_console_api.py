@@ -361,8 +361,6 @@ def test_patterns_completion_and_inactivity_rules_are_edited_like_aggregates(job
 
 
 def test_a_pattern_sentence_names_quantifiers_negations_and_the_timeout_output() -> None:
-    from sparkcep.console.sentences import rule_sentence
-
     rule = {
         "type": "pattern", "id": "login-burst", "key": "user",
         "pattern": {
@@ -376,13 +374,13 @@ def test_a_pattern_sentence_names_quantifiers_negations_and_the_timeout_output()
         },
         "output": {"timeout_event_type": "BURST_OPEN"},
     }  # fmt: skip
-    assert rule_sentence(rule) == (
+    assert summary_sentence(rule) == (  # also what `sparkcep rules list` prints
         "per user: fail 3 or more times (ok == false) until ok == true, not followed by reset (kind == 'reset'), "
         "next win 1 to 2 times (optional), followed by any done within 1h; emits LOGIN_BURST, BURST_OPEN when a "
         "partial match times out"
     )
     # A pattern the parser refuses is still named, by its type.
-    assert rule_sentence({**rule, "pattern": {"stages": []}}) == "pattern rule"
+    assert summary_sentence({**rule, "pattern": {"stages": []}}) == "pattern rule (invalid pattern)"
 
 
 def test_pending_until_the_job_assigns_the_event_time(job: Job) -> None:
@@ -831,7 +829,7 @@ def test_settings_from_the_pipeline_file_and_the_command_line(tmp_path: Path) ->
     )
     settings = settings_from_config(config, TOKEN)
     assert (settings.store, settings.alerts_url, settings.watermark_delay_ms) == (
-        "sqlite:rules.db", "postgresql://cep@db:5432/alerts", 30_000,
+        f"sqlite:{tmp_path / 'rules.db'}", "postgresql://cep@db:5432/alerts", 30_000,  # next to the pipeline file
     )  # fmt: skip
     assert (settings.input_dir, settings.output_dir) == (tmp_path / "events", tmp_path / "out")
     assert settings.metrics_dir == tmp_path / "ck" / "sparkcep" / "metrics"

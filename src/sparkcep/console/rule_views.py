@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sparkcep.store import StoredVersion, definition_diff, describe_diff
+from sparkcep.store import StoredVersion, definition_diff, describe_diff, summary_sentence
 from sparkcep.store.versions import definition
 from sparkcep.timeutil import format_duration, format_iso
 
 from .schemas import FieldChange, HistoryEntry, QuarantineInfo, RuleDetail, RuleView
-from .sentences import rule_sentence
 
 # The store says PAUSE and DELETE (what a version does); the API says what the rule is.
 STATE_WORDS = {"ACTIVE": "ACTIVE", "PAUSE": "PAUSED", "DELETE": "DELETED"}
@@ -65,7 +64,7 @@ def rule_view(version: StoredVersion, quarantine: QuarantineInfo | None) -> Rule
         state=state_word(version.state),
         badges=badges(version, quarantine),
         effective_from=effective_from(version),
-        sentence=rule_sentence(version.rule),
+        sentence=summary_sentence(version.rule),
         rule=editable(version.rule),
         recorded_at=version.recorded_at,
         author=version.author,
@@ -90,7 +89,7 @@ def history_entries(versions: Sequence[StoredVersion]) -> list[HistoryEntry]:
                 effective_from=effective_from(version),
                 recorded_at=version.recorded_at,
                 author=version.author,
-                sentence=rule_sentence(version.rule),
+                sentence=summary_sentence(version.rule),
                 changes=changes,
                 change_summary=describe_diff(previous, version.rule),
                 rule=editable(version.rule),

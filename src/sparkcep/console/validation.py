@@ -12,12 +12,11 @@ from typing import Any
 
 from sparkcep.errors import SparkcepError
 from sparkcep.rules.model import RuleSet, parse_rules
-from sparkcep.store import RuleStore, Snapshot
+from sparkcep.store import RuleStore, Snapshot, summary_sentence
 from sparkcep.store import versions as plan
 from sparkcep.store.records import now_iso
 
 from .errors import ApiError, refusal
-from .sentences import rule_sentence
 
 
 def planned_rule(store: RuleStore | None, rule: dict[str, Any]) -> dict[str, Any]:
@@ -45,7 +44,7 @@ def validate_rule(store: RuleStore | None, rule: dict[str, Any]) -> tuple[list[A
         planned = planned_rule(store, rule)
     except ApiError as error:
         return list(error.items), None
-    return [], rule_sentence(planned)
+    return [], summary_sentence(planned)
 
 
 # Set by the store per version; a back-test evaluates the draft as active over the whole range.
