@@ -101,18 +101,15 @@ class Matcher:
             if start != _NEVER and (earliest is None or start < earliest):
                 earliest = start  # only the start partial match has no start time (and no start seq)
         idle = earliest is None and not state[1]
+        # A completed match waiting for an earlier partial match needs no wake-up of its own: it is released
+        # when that partial match completes or times out.
         if earliest is None or self.within is None:
             return idle, None
         return idle, earliest + self.within
 
     def next_timeout(self, state: NfaState) -> int | None:
         """Earliest time at which a partial match runs out of ``within`` (None: never)."""
-        if self.within is None:
-            return None
-        # A completed match waiting for an earlier partial match needs no wake-up of its own: it is released
-        # when that partial match completes or times out.
-        starts = [partial[2] for partial in state[0] if partial[2] != _NEVER]
-        return min(starts) + self.within if starts else None
+        return self.idle_and_timeout(state)[1]
 
     # -- time
 
