@@ -22,7 +22,6 @@ from sparkcep.expr.values import MISSING, Resolver, compare
 # A compiled node: takes the resolver or the record (depending on the compile mode), returns a value.
 Compiled = Callable[[Any], object]
 _DEFAULTS: Final = default_functions()
-_PLAIN: Final = (int, float)
 
 
 class _Compiler:
@@ -113,14 +112,10 @@ class _Compiler:
         # path, which would give the same answer after classifying both values.
         fast_types = (int, str) if isinstance(node, ast.Compare) or node.op == "+" else (int,)
 
-        numbers = isinstance(node, ast.Compare)  # ints and floats compare without Decimal (see plain_numbers)
-
         def run(context: Any) -> object:
             a, b = left(context), right(context)
             if fast is not None and type(a) is type(b) and type(a) in fast_types:
                 return fast(a, b)
-            if numbers and type(a) in _PLAIN and type(b) in _PLAIN and values.plain_numbers(a, b):
-                return fast(a, b)  # type: ignore[misc]
             try:
                 return slow(a, b)
             except ExpressionError as error:
