@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sparkcep.errors import DurationError, SparkcepError
 from sparkcep.kafka.client import KafkaError, check_no_inline_secrets
+from sparkcep.store import store_spec_relative_to
 from sparkcep.timeutil import parse_duration
 
 
@@ -181,16 +182,6 @@ def _resolve(base: Path, path: Path) -> Path:
     return path if path.is_absolute() else (base / path).resolve()
 
 
-def _resolve_store(base: Path, spec: str) -> str:
-    """A SQLite or JSON-file store named by a relative path lives next to the pipeline file, like its other paths."""
-    scheme, colon, rest = spec.partition(":")
-    if colon and scheme in ("sqlite", "file") and rest:
-        return f"{scheme}:{_resolve(base, Path(rest))}"
-    if not colon and Path(spec).suffix.lower() in (".db", ".sqlite", ".sqlite3", ".json"):
-        return str(_resolve(base, Path(spec)))
-    return spec  # PostgreSQL URLs
-
-
 def load_config(path: str | Path) -> PipelineConfig:
     """Read and validate a pipeline file (YAML or JSON); relative paths become relative to the file."""
     import yaml
@@ -225,7 +216,8 @@ def load_config(path: str | Path) -> PipelineConfig:
     if config.rules.file is not None:
         updates["rules"] = Rules(file=_resolve(base, config.rules.file))
     elif config.rules.store is not None:
-        updates["rules"] = Rules(store=_resolve_store(base, config.rules.store))
+        # A SQLite or JSON-file store named by a relative path lives next to the file, like its other paths.
+        updates["rules"] = Rules(store=store_spec_relative_to(config.rules.store, base))
     if isinstance(config.source, FilesSource):
         updates["source"] = config.source.model_copy(update={"path": _resolve(base, config.source.path)})
     return config.model_copy(update=updates)

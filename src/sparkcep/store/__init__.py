@@ -37,28 +37,49 @@ __all__ = [
     "definition_diff",
     "describe_diff",
     "open_store",
+    "store_spec_relative_to",
     "summary_sentence",
 ]
 
 _SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+_POSTGRES_SCHEMES = ("postgres", "postgresql")
 _EXPECTED = "'sqlite:PATH', 'file:PATH', 'postgresql://user@host:port/db' or a path ending in .db, .sqlite or .json"
+
+
+def _local_store(text: str) -> tuple[str, str, str] | None:
+    """``(kind, prefix, path)`` of a spec naming a local file store (kind "sqlite" or "file"; prefix "sqlite:",
+    "file:" or "" for a bare path), else None."""
+    scheme, colon, rest = text.partition(":")
+    if colon and scheme in ("sqlite", "file") and rest:
+        return scheme, f"{scheme}:", rest
+    if colon and scheme in _POSTGRES_SCHEMES:
+        return None
+    suffix = Path(text).suffix.lower()
+    if text and suffix in _SQLITE_SUFFIXES:
+        return "sqlite", "", text
+    if text and suffix == ".json":
+        return "file", "", text
+    return None
+
+
+def store_spec_relative_to(spec: str, base: Path) -> str:
+    """``spec`` with a relative local store path made relative to ``base`` (other specs unchanged)."""
+    local = _local_store(spec.strip())
+    if local is None or Path(local[2]).is_absolute():
+        return spec
+    return f"{local[1]}{(base / local[2]).resolve()}"
 
 
 def open_store(spec: str | Path) -> RuleStore:
     """Open (creating on first write or, for SQLite, on open) the rule store that ``spec`` names."""
     text = str(spec).strip()
-    scheme, colon, rest = text.partition(":")
-    if colon and scheme == "sqlite" and rest:
-        return SqliteStore(rest)
-    if colon and scheme == "file" and rest:
-        return JsonFileStore(rest)
-    if colon and scheme in ("postgres", "postgresql"):
+    local = _local_store(text)
+    if local is not None:
+        kind, _prefix, path = local
+        return SqliteStore(path) if kind == "sqlite" else JsonFileStore(path)
+    scheme, colon, _rest = text.partition(":")
+    if colon and scheme in _POSTGRES_SCHEMES:
         from sparkcep.store.postgres import PostgresStore  # needs the PostgreSQL driver
 
         return PostgresStore(text)
-    suffix = Path(text).suffix.lower()
-    if text and suffix in _SQLITE_SUFFIXES:
-        return SqliteStore(text)
-    if text and suffix == ".json":
-        return JsonFileStore(text)
     raise StoreError(f"rule store spec: expected {_EXPECTED}, got {text!r}")
