@@ -10,6 +10,7 @@ from sparkcep.rules.model import RuleSet, parse_rules
 DAY = 86_400_000
 MINUTE = 60_000
 T0 = 1_704_067_200_000  # 2024-01-01T00:00:00Z
+KEY_TEXT = "a string without the character U+001F or an integer"  # what a dead letter says a key must be
 
 
 def line(event_type: str, time: int | str, event_id: str, **fields: Any) -> str:

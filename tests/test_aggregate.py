@@ -14,6 +14,8 @@ from sparkcep.core.program import Program
 from sparkcep.errors import RuleError
 from sparkcep.rules.model import RuleSet, parse_rules
 
+from helpers import KEY_TEXT
+
 T0 = 1_704_067_200_000
 MIN = 60_000
 HOUR = 3_600_000
@@ -178,7 +180,7 @@ def test_state_is_dropped_once_the_widest_window_has_passed() -> None:
 @pytest.mark.parametrize(
     ("line", "reason"),
     [
-        (tx(1, T0, payer=True), "rule 'r', field 'payerId': expected a string or an integer, got True (bool)"),
+        (tx(1, T0, payer=True), f"rule 'r', field 'payerId': expected {KEY_TEXT}, got True (bool)"),
         (tx(1, T0, amount="lots"), "rule 'r', field 'paymentAmount': expected a number, got 'lots' (str)"),
         (tx(1, T0, amount=None), "field 'paymentAmount': expected a number, got None"),
         (tx(1, T0), "rule 'r', field 'filter'"),

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from sparkcep.core.engine import NO_WATERMARK, BucketState, Engine
 from sparkcep.core.local import LocalRunner
-from sparkcep.core.program import Program
-from sparkcep.timeutil import format_iso, parse_event_time
+from sparkcep.core.program import CONTROL, Decoded, Program
+from sparkcep.timeutil import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, format_iso, parse_event_time, read_event_time
 
 from helpers import COMPLETION_RULE, DAY, INACTIVITY_RULE, MINUTE, T0, order, parcel, ruleset, summary, track
 
@@ -227,8 +227,25 @@ def test_rule_field_problems_name_the_rule_and_field(text: str, reason_part: str
 
 
 def test_control_records_are_neither_events_nor_dead_letters() -> None:
-    result = LocalRunner(DEVICES, 0).run([['{"__sparkcep_control__": "flush", "occurred_at": 5}']])
-    assert result.dead == [] and result.accepted == 0
+    flush = '{"__sparkcep_control__": "flush", "occurred_at": 5}'
+    assert DEVICES.decode(flush, CONTROL) == Decoded(None, None, ())
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"__sparkcep_control__": "flush", "occurred_at": 99999999}',
+        '{"__sparkcep_control__": "rules", "__sparkcep_bucket__": 0, "seq": 9, "rules_json": "{}"}',
+        '{"event_type": "TRACK", "device_id": "d", "occurred_at": 5, "__sparkcep_bucket__": 3}',
+    ],
+)
+def test_input_imitating_a_control_record_is_a_dead_letter_and_moves_no_time(line: str) -> None:
+    runner = LocalRunner(DEVICES, 0)
+    result = runner.run([[line]])
+    assert [reason for _, reason in result.dead] == [
+        "fields '__sparkcep_control__' and '__sparkcep_bucket__' are reserved for sparkcep's control records"
+    ]
+    assert result.accepted == 0 and runner.watermark == NO_WATERMARK
 
 
 # -- state -----------------------------------------------------------------------------------------------
@@ -264,7 +281,8 @@ def test_parse_event_time_accepts_iso_offsets_and_epoch_millis() -> None:
 def test_format_iso_is_the_calendar_time_and_reads_back(ms: int) -> None:
     expected = (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)).strftime("%Y-%m-%dT%H:%M:%S.%f")
     assert format_iso(ms) == expected[:-3] + "Z"
-    assert parse_event_time(format_iso(ms)) == ms
+    # Event times are read back within the supported range only (before 1970 and after 2261: dead letters).
+    assert read_event_time(format_iso(ms)) == (ms if MIN_EVENT_TIME_MS <= ms <= MAX_EVENT_TIME_MS else None)
 
 
 def test_a_rule_that_raises_is_quarantined_for_that_key_and_the_others_go_on() -> None:

@@ -20,7 +20,7 @@ from sparkcep.oracle import OracleResult, evaluate, evaluate_dir, main
 from sparkcep.rules.model import load_rules, parse_rules
 from sparkcep.timeutil import format_iso, parse_event_time
 
-from helpers import COMPLETION_RULE, INACTIVITY_RULE
+from helpers import COMPLETION_RULE, INACTIVITY_RULE, KEY_TEXT
 
 MINUTE = 60_000
 HOUR = 3_600_000
@@ -295,7 +295,7 @@ def raw(**fields: object) -> str:
 
 
 _ABSENT = object()
-_RULE_KEY = "rule 'device-offline', field 'device_id': expected a string or an integer"
+_RULE_KEY = f"rule 'device-offline', field 'device_id': expected {KEY_TEXT}"
 _COUNT = "rule 'order-fulfilment', field 'parcels_to_ship': expected an integer >= 1"
 _PARCEL_ID = "rule 'order-fulfilment', field 'parcel_id': expected a string or an integer"
 
@@ -313,7 +313,8 @@ _PARCEL_ID = "rule 'order-fulfilment', field 'parcel_id': expected a string or a
         ),
         (
             raw(event_type="TRACK", device_id="d", occurred_at="yesterday"),
-            "field 'occurred_at': expected ISO-8601 text or integer epoch milliseconds, got \"yesterday\"",
+            "field 'occurred_at': expected ISO-8601 text or integer epoch milliseconds from 1970-01-01T00:00:00.000Z"
+            ' to 2261-12-31T23:59:59.999Z, got "yesterday"',
         ),
         (raw(event_type="TRACK", device_id="d", occurred_at=1.5), "field 'occurred_at': expected ISO-8601"),
         (raw(event_type="TRACK", device_id="d", occurred_at=True), "field 'occurred_at': expected ISO-8601"),
@@ -332,7 +333,7 @@ _PARCEL_ID = "rule 'order-fulfilment', field 'parcel_id': expected a string or a
         (raw(event_type="TRACK", device_id=False), f"{_RULE_KEY}, got false"),
         (
             raw(event_type="ORDER_CREATED", parcels_to_ship=1),
-            "rule 'order-fulfilment', field 'order_number': expected a string or an integer",
+            f"rule 'order-fulfilment', field 'order_number': expected {KEY_TEXT}",
         ),
         (raw(event_type="ORDER_CREATED", order_number="o", parcels_to_ship=0), f"{_COUNT}, got 0"),
         (raw(event_type="ORDER_CREATED", order_number="o", parcels_to_ship="3"), f'{_COUNT}, got "3"'),

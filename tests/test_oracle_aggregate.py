@@ -16,6 +16,8 @@ from sparkcep.ids import output_id
 from sparkcep.oracle import OracleResult, evaluate, main
 from sparkcep.rules.model import RuleSet, parse_rules
 
+from helpers import KEY_TEXT
+
 SECOND = 1_000
 MINUTE = 60_000
 HOUR = 3_600_000
@@ -442,7 +444,7 @@ def test_a_delete_that_is_never_in_effect_drops_nothing() -> None:
 
 # --- dead letters and the run's end -------------------------------------------------------------------
 
-_DEMO_KEY = "rule '1', field 'beneficiaryId': expected a string or an integer"
+_DEMO_KEY = f"rule '1', field 'beneficiaryId': expected {KEY_TEXT}"
 _DEMO_AMOUNT = "rule '1', field 'paymentAmount': expected a number or numeric text"
 
 
@@ -453,7 +455,7 @@ _DEMO_AMOUNT = "rule '1', field 'paymentAmount': expected a number or numeric te
         (tx(9, 0, beneficiaryId=True), f"{_DEMO_KEY}, got true"),
         (tx(9, 0, beneficiaryId=1.5), f"{_DEMO_KEY}, got 1.5"),
         (tx(9, 0, beneficiaryId=None), f"{_DEMO_KEY}, got null"),
-        (tx(9, 0, payer=[25]), "rule '1', field 'payerId': expected a string or an integer, got [25]"),
+        (tx(9, 0, payer=[25]), f"rule '1', field 'payerId': expected {KEY_TEXT}, got [25]"),
         (tx(9, 0, amount="abc"), f'{_DEMO_AMOUNT}, got "abc"'),
         (tx(9, 0, amount="NaN"), f'{_DEMO_AMOUNT}, got "NaN"'),
         (tx(9, 0, amount="1e5x"), f'{_DEMO_AMOUNT}, got "1e5x"'),

@@ -19,6 +19,7 @@
       postgres: [postgresql://cep@db:5432/alerts]
     checkpoint: ck/
     watermark_delay: 5s
+    max_time_ahead: 1d                # later event times are dead letters; "off": no bound
     trigger: 1s                         # or: until_caught_up
     buckets: 32
     spark: {master: "local[2]", shuffle_partitions: 2, conf: {spark.sql.session.timeZone: UTC}}
@@ -38,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sparkcep.errors import DurationError, SparkcepError
 from sparkcep.kafka.client import KafkaError, check_no_inline_secrets
 from sparkcep.store import store_spec_relative_to
-from sparkcep.timeutil import parse_duration
+from sparkcep.timeutil import DEFAULT_MAX_AHEAD_MS, parse_duration
 
 
 class ConfigError(SparkcepError):
@@ -141,12 +142,19 @@ class PipelineConfig(_Strict):
     sinks: Sinks
     checkpoint: Path
     watermark_delay_ms: int = Field(default=5_000, alias="watermark_delay")
+    # "off" (or null): no bound on how far past the wall clock an event time may lie
+    max_time_ahead_ms: int | None = Field(default=DEFAULT_MAX_AHEAD_MS, alias="max_time_ahead")
     trigger: str = "1s"
     buckets: int = Field(default=32, ge=1)
     spark: SparkSettingsConfig = SparkSettingsConfig()
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
     _delay = field_validator("watermark_delay_ms", mode="before")(_duration)
+
+    @field_validator("max_time_ahead_ms", mode="before")
+    @classmethod
+    def _ahead(cls, value: object) -> int | None:
+        return None if value is None or value == "off" else _duration(value)
 
     @field_validator("trigger")
     @classmethod

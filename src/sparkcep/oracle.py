@@ -27,13 +27,15 @@ from typing import Generic, TypeVar
 
 import orjson
 
+from sparkcep.core.lines import INVALID_TEXT_REASON, InvalidText, is_blank, read_lines
+from sparkcep.core.program import BUCKET_FIELD, CONTROL_FIELD
 from sparkcep.errors import SparkcepError
 from sparkcep.expr import ExpressionError, compile_expression
 from sparkcep.ids import output_id
 from sparkcep.rules.aggregate import AggregateRule, format_decimal, to_decimal
 from sparkcep.rules.model import CompletionRule, InactivityRule, RuleSet, load_rules
 from sparkcep.rules.pattern import PatternRule
-from sparkcep.timeutil import format_duration, format_iso, parse_event_time
+from sparkcep.timeutil import EXPECTED_EVENT_TIME, format_duration, format_iso, parse_event_time
 
 Record = dict[str, object]
 _V = TypeVar("_V", CompletionRule, InactivityRule)
@@ -47,6 +49,7 @@ _Output = tuple[_OutputKey, Record]
 
 _MISSING = object()
 _STR_OR_INT = "a string or an integer"
+_KEY = "a string without the character U+001F or an integer"
 _NUMBER = "a number or numeric text"
 
 # Sums are exact: no rounding at any size. Averages divide in Python's default context (28 digits, half
@@ -114,13 +117,15 @@ def _parse_line(  # noqa: PLR0911
         kinds = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
         kind = kinds.get(type(obj), "a number")
         return f"not a JSON object: the line is {kind}"
+    if obj.get(CONTROL_FIELD) is not None or obj.get(BUCKET_FIELD) is not None:
+        return f"fields {CONTROL_FIELD!r} and {BUCKET_FIELD!r} are reserved for sparkcep's control records"
     raw_time = obj.get(spec.time_field, _MISSING)
     if raw_time is _MISSING:
         return _bad_field(spec.time_field, "an event time", raw_time)
     try:
         event_time = parse_event_time(raw_time)
     except SparkcepError:
-        return _bad_field(spec.time_field, "ISO-8601 text or integer epoch milliseconds", raw_time)
+        return _bad_field(spec.time_field, EXPECTED_EVENT_TIME, raw_time)
     event_type = "" if spec.type_field is None else obj.get(spec.type_field, _MISSING)
     if not isinstance(event_type, str):
         assert spec.type_field is not None
@@ -175,9 +180,14 @@ def _first_after(times: list[int], after: int) -> int | None:
     return min(later) if later else None
 
 
+def _is_key(value: object) -> bool:
+    # U+001F joins the fields of a composite key: a key value containing it would collide with another key
+    return _is_str_or_int(value) and not (isinstance(value, str) and "\x1f" in value)
+
+
 def _key_problem(rule_id: str, field_name: str, obj: dict[str, object]) -> str | None:
     value = obj.get(field_name, _MISSING)
-    return None if _is_str_or_int(value) else f"rule {rule_id!r}, " + _bad_field(field_name, _STR_OR_INT, value)
+    return None if _is_key(value) else f"rule {rule_id!r}, " + _bad_field(field_name, _KEY, value)
 
 
 # One usable event for one rule and key: (time_ms, event_id, crc32(line), event_type, value). The first three
@@ -446,8 +456,8 @@ def _check_for_aggregate(
             return None
     key_values = tuple(obj.get(name, _MISSING) for name in rule.group_by)
     for name, key_value in zip(rule.group_by, key_values, strict=True):
-        if not _is_str_or_int(key_value):
-            return prefix + _bad_field(name, _STR_OR_INT, key_value)
+        if not _is_key(key_value):
+            return prefix + _bad_field(name, _KEY, key_value)
     value = None
     if rule.function != "COUNT":
         assert rule.field is not None
@@ -579,9 +589,9 @@ def evaluate(rules: RuleSet, lines: Iterable[str], *, until: int | None = None) 
     max_event_time: int | None = None
     for raw in lines:
         line = raw.removesuffix("\n").removesuffix("\r")
-        if not line.strip():
+        if is_blank(line):
             continue
-        parsed = _parse_line(rules, consumed, line)
+        parsed = INVALID_TEXT_REASON if isinstance(raw, InvalidText) else _parse_line(rules, consumed, line)
         if isinstance(parsed, str):
             dead_letters.append((line, parsed))
             continue
@@ -622,9 +632,7 @@ def read_dir(input_dir: Path | str) -> Iterator[str]:
     for path in sorted(Path(input_dir).iterdir(), key=lambda p: p.name):
         if path.name.startswith(("_", ".")) or not path.is_file():
             continue
-        # errors="replace": a bad byte spoils one line (a dead letter), not the whole run
-        with path.open(encoding="utf-8", errors="replace") as handle:
-            yield from handle
+        yield from read_lines(path)  # a line with bytes that are not UTF-8 is a dead letter, as in the job
 
 
 def evaluate_dir(rules: RuleSet, input_dir: Path | str, *, until: int | None = None) -> OracleResult:

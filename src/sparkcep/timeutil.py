@@ -64,56 +64,133 @@ def format_duration(ms: int) -> str:
     return f"{ms}ms"
 
 
-# The common wire format, "2024-01-01T00:00:00.250Z", parsed without datetime objects: event time is
-# read once per event, and this path is about five times faster than datetime.fromisoformat.
-_ISO_UTC_MS = re.compile(r"(\d{4}-\d{2}-\d{2})T([01]\d|2[0-3]):([0-5]\d):([0-5]\d)\.(\d{3})Z")
+# -- event time ------------------------------------------------------------------------------------
+#
+# One grammar, read twice: here (the engine, the oracle, local runs) and by Spark's routing
+# (sparkcep.spark.query.event_time_ms_column), which moves the watermark. Both use the patterns below and
+# the same range, and a test feeds one adversarial corpus to both and requires the same answer for every
+# value: a time that one side reads and the other does not would move the watermark for an event the
+# engine refuses (or the reverse), and one such line can make everything after it late.
+
+# Supported event times: 1970-01-01T00:00:00.000Z through 2261-12-31T23:59:59.999Z. Earlier times would
+# collide with Spark's "no watermark yet" (0) and with rule versions in effect "from the beginning" (0);
+# later ones overflow the nanosecond timestamps of pandas and Arrow on the way through PySpark.
+MIN_EVENT_TIME_MS = 0
+MAX_EVENT_TIME_MS = 9_214_646_399_999
+EVENT_TIME_RANGE = "1970-01-01T00:00:00.000Z to 2261-12-31T23:59:59.999Z"
+# How far past the wall clock an event time may lie before it is a dead letter instead of a watermark move, by
+# default: a day covers clock skew and local times written as UTC by mistake.
+DEFAULT_MAX_AHEAD_MS = 86_400_000
+# Integer epoch milliseconds, as a JSON integer or as text of ASCII digits.
+EPOCH_MS_PATTERN = r"-?[0-9]{1,20}"
+# ISO-8601: a date, optionally a time to the minute, second or fraction (only the first three digits count),
+# and an offset (none means UTC). Groups: year, month, day, hour, minute, second, fraction, sign, offset
+# hours, offset minutes. ASCII classes only, so Java's and Python's regex engines read it alike.
+ISO_TIME_PATTERN = (
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})"
+    r"(?:[Tt ]([01][0-9]|2[0-3]):([0-5][0-9])(?::([0-5][0-9])(?:[.,]([0-9]{1,9}))?)?"
+    r"(?:[Zz]|([+-])([01][0-9]|2[0-3])(?::?([0-5][0-9]))?)?)?"
+)
+# The wire format sparkcep writes ("2024-01-01T00:00:00.250Z"), read without the general pattern's groups.
+CANONICAL_TIME_PATTERN = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]\.[0-9]{3}Z"
+_EPOCH_MS = re.compile(EPOCH_MS_PATTERN)
+_ISO_TIME = re.compile(ISO_TIME_PATTERN)
+_CANONICAL = re.compile(CANONICAL_TIME_PATTERN)
+_DAYS_BEFORE_MONTH = (0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334)
 _DAY_MS: dict[str, int] = {}
+EXPECTED_EVENT_TIME = f"ISO-8601 text or integer epoch milliseconds from {EVENT_TIME_RANGE}"
 
 
-def _day_ms(day: str) -> int:
+def _leap(year: int) -> bool:
+    return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+
+
+def _days_since_epoch(year: int, month: int, day: int) -> int | None:
+    """Days from 1970-01-01 to a proleptic Gregorian date; None for a date that does not exist."""
+    if not 1 <= month <= 12 or day < 1:
+        return None
+    length = (31, 29 if _leap(year) else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)[month - 1]
+    if day > length:
+        return None
+    before = year - 1
+    days = before * 365 + before // 4 - before // 100 + before // 400  # days before January 1st of year
+    days += _DAYS_BEFORE_MONTH[month - 1] + (1 if month > 2 and _leap(year) else 0) + day - 1
+    return days - 719_162  # the same count for 1970-01-01
+
+
+def _day_ms(day: str) -> int | None:
+    """Epoch ms of ``YYYY-MM-DD`` (cached: the wire format repeats a handful of days many times)."""
     cached = _DAY_MS.get(day)
     if cached is None:
-        cached = parse_event_time(day + "T00:00:00+00:00")
+        days = _days_since_epoch(int(day[0:4]), int(day[5:7]), int(day[8:10]))
+        if days is None:
+            return None
+        cached = days * 86_400_000
         if len(_DAY_MS) < 100_000:
             _DAY_MS[day] = cached
     return cached
 
 
-def parse_event_time(value: object) -> int:
-    """Epoch milliseconds from an ISO-8601 string (``Z``/offset; no offset means UTC) or an integer.
+def _read_iso(match: re.Match[str]) -> int | None:
+    year, month, day, hour, minute, second, fraction, sign, off_hours, off_minutes = match.groups()
+    days = _days_since_epoch(int(year), int(month), int(day))
+    if days is None:
+        return None
+    ms = days * 86_400_000 + int(hour or 0) * 3_600_000 + int(minute or 0) * 60_000 + int(second or 0) * 1000
+    if fraction:
+        ms += int((fraction + "00")[:3])  # milliseconds: later digits are cut, not rounded
+    if sign:
+        offset = int(off_hours) * 3_600_000 + int(off_minutes or 0) * 60_000
+        ms -= offset if sign == "+" else -offset
+    return ms
 
-    Raises :class:`EventTimeError` for anything else (floats, booleans, other strings).
 
-    >>> parse_event_time("1970-01-02T00:00:01.005Z"), parse_event_time(1500)
-    (86401005, 1500)
+def read_event_time(value: object) -> int | None:
+    """Epoch ms of a supported event time, or None: the one reading that Spark's routing mirrors.
+
+    >>> read_event_time("2024-01-01T00:00:00.250Z"), read_event_time("1969-12-31T23:59:59Z"), read_event_time(9999)
+    (1704067200250, None, 9999)
     """
-    if type(value) is str:
-        match = _ISO_UTC_MS.fullmatch(value)
-        if match is not None:
-            day, hours, minutes, seconds, millis = match.groups()
-            try:
-                base = _day_ms(day)
-            except EventTimeError:
-                pass  # e.g. 2024-02-30: let the general path produce the message
-            else:
-                return base + int(hours) * 3_600_000 + int(minutes) * 60_000 + int(seconds) * 1000 + int(millis)
-    if isinstance(value, bool):
-        raise EventTimeError(f"expected ISO-8601 text or integer epoch milliseconds, got {value!r}")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str):
-        try:
-            parsed = datetime.fromisoformat(value)
-        except ValueError:
-            if value.strip().lstrip("-").isdigit():
-                return int(value)
-            raise EventTimeError(f"expected ISO-8601 text or integer epoch milliseconds, got {value!r}") from None
-        if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=UTC)
-        delta = parsed - _EPOCH
-        # Integer arithmetic: no float rounding of milliseconds.
-        return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
-    raise EventTimeError(f"expected ISO-8601 text or integer epoch milliseconds, got {value!r}")
+    ms: int | None
+    if type(value) is int:
+        ms = value
+    elif type(value) is str:
+        if len(value) == 24 and _CANONICAL.fullmatch(value) is not None:
+            base = _day_ms(value[:10])
+            if base is None:
+                return None
+            ms = base + int(value[11:13]) * 3_600_000 + int(value[14:16]) * 60_000 + int(value[17:19]) * 1000
+            ms += int(value[20:23])
+        elif _EPOCH_MS.fullmatch(value) is not None:
+            ms = int(value)
+        else:
+            match = _ISO_TIME.fullmatch(value)
+            ms = None if match is None else _read_iso(match)
+    else:
+        return None
+    if ms is None or not MIN_EVENT_TIME_MS <= ms <= MAX_EVENT_TIME_MS:
+        return None
+    return ms
+
+
+def parse_event_time(value: object) -> int:
+    """Epoch milliseconds from ISO-8601 text (``Z``/offset; no offset means UTC) or integer epoch ms.
+
+    Raises :class:`EventTimeError` for anything else (floats, booleans, other strings) and for times outside
+    :data:`EVENT_TIME_RANGE`.
+
+    >>> parse_event_time("1970-01-02T00:00:01.005Z"), parse_event_time(1500), parse_event_time("2024-01-01")
+    (86401005, 1500, 1704067200000)
+    """
+    ms = read_event_time(value)
+    if ms is None:
+        raise EventTimeError(f"expected {EXPECTED_EVENT_TIME}, got {_shown(value)}")
+    return ms
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return f"{text[:80]}... ({type(value).__name__})" if len(text) > 80 else f"{text} ({type(value).__name__})"
 
 
 _DAY_TEXT: dict[int, str] = {}  # days since the epoch -> "YYYY-MM-DD" (every output record formats times)

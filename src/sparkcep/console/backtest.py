@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from sparkcep.core.engine import BatchResult
+from sparkcep.core.lines import InvalidText, is_blank, read_lines
 from sparkcep.core.local import LocalRunner
-from sparkcep.core.program import CONTROL_FIELD, Program
+from sparkcep.core.program import Program
 from sparkcep.rules.model import RuleSet
-from sparkcep.timeutil import parse_event_time
+from sparkcep.timeutil import DEFAULT_MAX_AHEAD_MS, parse_event_time
 
 BATCH_LINES = 10_000
 
@@ -64,20 +65,19 @@ def _batches(
     """
     batch: list[str] = []
     for path in files:
-        with path.open(encoding="utf-8") as lines:
-            for line in lines:
-                if not line.strip():
-                    continue
-                obj, at, _, _, reason = program.parse_line(line)
-                in_range = (since_ms is None or at >= since_ms) and (until_ms is None or at < until_ms)
-                if reason is not None or obj is None or CONTROL_FIELD in obj or not in_range:
-                    result.skipped += 1
-                    continue
-                result.events += 1
-                batch.append(line.rstrip("\n"))
-                if len(batch) >= BATCH_LINES:
-                    yield batch
-                    batch = []
+        for line in read_lines(path):
+            if is_blank(line):
+                continue
+            obj, at, _, _, reason = program.parse_line(line)
+            in_range = (since_ms is None or at >= since_ms) and (until_ms is None or at < until_ms)
+            if reason is not None or obj is None or isinstance(line, InvalidText) or not in_range:
+                result.skipped += 1
+                continue
+            result.events += 1
+            batch.append(line)
+            if len(batch) >= BATCH_LINES:
+                yield batch
+                batch = []
     if batch:
         yield batch
 
@@ -95,7 +95,8 @@ def run_backtest(
     since_ms = None if since is None else parse_event_time(since)
     until_ms = None if until is None else parse_event_time(until)
     program = Program(rules)
-    runner = LocalRunner(program, watermark_delay_ms)
+    # Times too far past the wall clock are dead letters here as in the job (sparkcep.spark.query).
+    runner = LocalRunner(program, watermark_delay_ms, horizon=int(time.time() * 1000) + DEFAULT_MAX_AHEAD_MS)
     result = BacktestResult()
     files = history_files(input_dir)
     result.files = len(files)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkcep.core.logic import Record, State
-from sparkcep.core.program import UNROUTED, Program
+from sparkcep.core.program import Program
 from sparkcep.timeutil import format_iso
 
 # No watermark yet (Spark reports 0 before the first watermark is known).
@@ -198,7 +198,7 @@ class Engine:
                 rule_id = self.program.rule_id_of(rule_index)
                 dead_by_rule[rule_id] = dead_by_rule.get(rule_id, 0) + 1
             event = decoded.event
-            if event is None or keyset == UNROUTED:
+            if event is None or keyset < 0:  # unrouted: dead letters (or a control record) only
                 continue
             key = decoded.key
             assert key is not None

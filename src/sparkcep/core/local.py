@@ -16,37 +16,45 @@ from collections.abc import Iterable
 import orjson
 
 from sparkcep.core.engine import NO_WATERMARK, BatchResult, BucketState, Engine
-from sparkcep.core.program import CONTROL_FIELD, UNROUTED, Program
-from sparkcep.errors import EventTimeError
-from sparkcep.timeutil import parse_event_time
+from sparkcep.core.lines import InvalidText, is_blank
+from sparkcep.core.program import BUCKET_FIELD, CONTROL_FIELD, INVALID_TEXT, TIME_AHEAD, Program
+from sparkcep.timeutil import read_event_time
 
 
 def bucket_of(keyset: int, key: str, line: str, buckets: int) -> int:
     """Which bucket a routed row belongs to (unrouted rows spread by their content)."""
-    text = line if keyset == UNROUTED else f"{keyset}\x1f{key}"
+    text = line if keyset < 0 else f"{keyset}\x1f{key}"
     return zlib.crc32(text.encode("utf-8")) % buckets
 
 
 def readable_time(line: str, time_field: str) -> int | None:
     """The event time Spark's watermark reads from a line: any JSON object with a readable time field, whatever
-    else is wrong with it (an event type no rule consumes, a missing key); None for the engine's control records."""
+    else is wrong with it (an event type no rule consumes, a missing key); None for a line carrying a field
+    reserved for control records."""
     try:
         obj = orjson.loads(line)
     except orjson.JSONDecodeError:
         return None
-    if type(obj) is not dict or CONTROL_FIELD in obj or obj.get(time_field) is None:
+    if type(obj) is not dict or obj.get(CONTROL_FIELD) is not None or obj.get(BUCKET_FIELD) is not None:
         return None
-    try:
-        return parse_event_time(obj[time_field])
-    except EventTimeError:
-        return None
+    return read_event_time(obj.get(time_field))
 
 
 class LocalRunner:
     """A single-process micro-batch driver over the pure engine."""
 
-    def __init__(self, program: Program, delay_ms: int, buckets: int = 4, early_release: bool = True) -> None:
+    def __init__(
+        self,
+        program: Program,
+        delay_ms: int,
+        buckets: int = 4,
+        early_release: bool = True,
+        horizon: int | None = None,
+    ) -> None:
+        """``horizon``: the latest event time a line may carry (the wall clock plus the run's max time ahead, as
+        Spark's routing judges it); later ones are dead letters. None: no bound."""
         self.program = program
+        self.horizon = horizon
         self.engine = Engine(program)
         self.delay_ms = delay_ms
         self.buckets = buckets
@@ -61,10 +69,15 @@ class LocalRunner:
         by_bucket: dict[int, list[tuple[int, str]]] = {}
         bucket_max: dict[int, int] = {}
         for line in lines:
-            if not line.strip():
+            if is_blank(line):
                 continue  # blank lines are not events (the Spark side filters them too)
             time = readable_time(line, self.program.time_field)
-            for keyset, key in self.program.route(line):
+            routes = self.program.route(line)
+            if isinstance(line, InvalidText):  # bytes that were not UTF-8 (see sparkcep.core.lines)
+                time, routes = None, [(INVALID_TEXT, "")]
+            elif time is not None and self.horizon is not None and time > self.horizon:
+                time, routes = None, [(TIME_AHEAD, "")]
+            for keyset, key in routes:
                 bucket = bucket_of(keyset, key, line, self.buckets)
                 by_bucket.setdefault(bucket, []).append((keyset, line))
                 if time is not None and time > bucket_max.get(bucket, NO_WATERMARK):

@@ -45,20 +45,28 @@ SKIP = object()  # returned by extract() for an event outside the rule's scope
 
 
 def describe(value: object) -> str:
-    """How a dead-letter reason shows what came."""
+    """How a dead-letter reason shows what came (at most about 100 characters of it: the line is in the record)."""
     if value is _MISSING:
         return "nothing (field missing)"
-    return f"{value!r} ({type(value).__name__})"
+    text = repr(value)
+    if len(text) > 100:
+        text = f"{text[:100]}... ({len(text)} characters)"
+    return f"{text} ({type(value).__name__})"
+
+
+# Joins the fields of a composite key (ASCII unit separator): a key value may not contain it, or two keys
+# could read alike (and the key could not be split back into its fields).
+KEY_SEPARATOR = "\x1f"
 
 
 def require_key(obj: dict[str, Any], field: str) -> str:
-    """A grouping key: a string or an integer (booleans are not keys)."""
+    """A grouping key: a string without :data:`KEY_SEPARATOR` or an integer (booleans are not keys)."""
     value = obj.get(field, _MISSING)
-    if type(value) is str:
+    if type(value) is str and KEY_SEPARATOR not in value:
         return value
     if type(value) is int:
         return str(value)
-    raise FieldProblem(field, "a string or an integer", describe(value))
+    raise FieldProblem(field, "a string without the character U+001F or an integer", describe(value))
 
 
 def require_positive_int(obj: dict[str, Any], field: str) -> int:

@@ -8,6 +8,7 @@ text of its fields joined by :data:`KEY_SEPARATOR`.
 
 from __future__ import annotations
 
+import json
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -17,18 +18,24 @@ import orjson
 from sparkcep.core.aggregate import AggregateLogic
 from sparkcep.core.completion import CompletionLogic
 from sparkcep.core.inactivity import InactivityLogic
-from sparkcep.core.logic import SKIP, FieldProblem, RuleLogic, describe, require_key
+from sparkcep.core.lines import INVALID_TEXT_REASON
+from sparkcep.core.logic import KEY_SEPARATOR, SKIP, FieldProblem, RuleLogic, describe, require_key
 from sparkcep.core.pattern import PatternLogic
-from sparkcep.errors import EventTimeError
 from sparkcep.rules.aggregate import AggregateRule
 from sparkcep.rules.model import CompletionRule, InactivityRule, RuleSet, rule_keys
-from sparkcep.timeutil import parse_event_time
+from sparkcep.timeutil import EXPECTED_EVENT_TIME, format_iso, read_event_time
 
 UNROUTED = -1
+# Keysets of unrouted rows whose problem Spark's routing saw and the line alone may not show:
+INVALID_TEXT = -2  # bytes that are not UTF-8 (the line arrives with U+FFFD in their place)
+TIME_AHEAD = -3  # an event time further past the micro-batch's wall clock than the run allows
+CONTROL = -4  # a line of the engine's own control stream (end-of-input flush, rule logs)
+RESERVED = -5  # an input line carrying a field reserved for control records
 WILDCARD = "*"  # in a rule's event types: every event type
-KEY_SEPARATOR = "\x1f"  # ASCII unit separator: cannot occur in a key field's text by accident
 # Lines carrying this field are the engine's own control records (end-of-input flush), never events.
 CONTROL_FIELD = "__sparkcep_control__"
+BUCKET_FIELD = "__sparkcep_bucket__"  # the bucket a control record is meant for
+_RESERVED_REASON = f"fields {CONTROL_FIELD!r} and {BUCKET_FIELD!r} are reserved for sparkcep's control records"
 
 # A buffered event: (time, event id, crc32 of the line, event type, ((rule index, extracted value), ...)).
 # The first three elements are the tie-break order: independent of how input was split or shuffled.
@@ -50,6 +57,19 @@ class Decoded:
 
 _CONTROL = Decoded(None, None, ())
 _OUT_OF_SCOPE = Decoded(None, None, ())  # every rule that could take the event left it out (filter, pause)
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _exact_object(line: str) -> dict[str, Any] | None:
+    """The line read by Python's own JSON decoder, which keeps integers of any size exact."""
+    try:
+        obj = json.loads(line, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        return None
+    return obj if type(obj) is dict else None
 
 
 def _logics_for(rules: RuleSet) -> tuple[RuleLogic, ...]:
@@ -125,24 +145,15 @@ class Program:
             return None, 0, "", "", f"malformed JSON: {exc}"
         if type(obj) is not dict:
             return None, 0, "", "", f"expected a JSON object, got {type(obj).__name__}"
-        if CONTROL_FIELD in obj:
-            return obj, 0, "", "", None
+        if obj.get(CONTROL_FIELD) is not None or obj.get(BUCKET_FIELD) is not None:
+            return None, 0, "", "", _RESERVED_REASON
         raw_time = obj.get(self.time_field)
         if raw_time is None and self.time_field not in obj:
             return None, 0, "", "", f"field {self.time_field!r}: expected event time, got nothing (field missing)"
-        try:
-            time = parse_event_time(raw_time)
-        except EventTimeError:
-            return (
-                None,
-                0,
-                "",
-                "",
-                (
-                    f"field {self.time_field!r}: expected ISO-8601 text or integer epoch milliseconds, "
-                    f"got {describe(raw_time)}"
-                ),
-            )
+        time = read_event_time(raw_time)
+        if time is None:
+            reason = f"field {self.time_field!r}: expected {EXPECTED_EVENT_TIME}, got {describe(raw_time)}"
+            return None, 0, "", "", reason
         event_type = "" if self.type_field is None else obj.get(self.type_field)
         if type(event_type) is not str:
             shown = describe(event_type) if self.type_field in obj else "nothing (field missing)"
@@ -163,17 +174,15 @@ class Program:
 
     def decode(self, line: str, keyset: int) -> Decoded:  # noqa: PLR0911 - one exit per refusal
         """Read ``line`` as an event of ``keyset``. Every refusal carries a reason naming rule and field."""
+        if keyset < 0:
+            return self._decode_unrouted(line, keyset)
         obj, time, event_type, event_id, reason = self.parse_line(line)
         if reason is not None:
             return Decoded(None, None, ((UNROUTED, reason),))
         assert obj is not None
-        if CONTROL_FIELD in obj:
-            return _CONTROL
-        if keyset == UNROUTED:
-            return Decoded(None, None, self._unrouted_reasons(obj, event_type, time))
         rule_indexes = self.rules_for(keyset, event_type)
         try:
-            key = self.key_of(obj, keyset)
+            key = self._key(obj, line, keyset)
         except FieldProblem as problem:
             wanting = [i for i in rule_indexes if self._would_take(i, event_type, obj, time)]
             return Decoded(None, None, tuple(self._reason(i, problem) for i in wanting))
@@ -204,12 +213,45 @@ class Program:
             values, dead = tuple(collected), tuple(refused)
         return Decoded(key, (time, event_id, zlib.crc32(line.encode()), event_type, values), dead)
 
+    def _decode_unrouted(self, line: str, keyset: int) -> Decoded:
+        """A row Spark's routing gave no keyset: a control record, or the reasons it is a dead letter."""
+        if keyset == CONTROL:
+            return _CONTROL
+        if keyset == INVALID_TEXT:
+            return Decoded(None, None, ((UNROUTED, INVALID_TEXT_REASON),))
+        if keyset == RESERVED:
+            return Decoded(None, None, ((UNROUTED, _RESERVED_REASON),))
+        obj, time, event_type, _event_id, reason = self.parse_line(line)
+        if reason is not None:
+            return Decoded(None, None, ((UNROUTED, reason),))
+        assert obj is not None
+        if keyset == TIME_AHEAD:
+            reason = (
+                f"field {self.time_field!r}: event time {format_iso(time)} lies further past the wall clock of its "
+                "micro-batch than the run's max time ahead allows"
+            )
+            return Decoded(None, None, ((UNROUTED, reason),))
+        return Decoded(None, None, self._unrouted_reasons(obj, line, event_type, time))
+
     def key_of(self, obj: dict[str, Any], keyset: int) -> str:
         """The key value of ``obj`` in ``keyset``; raises :class:`FieldProblem` for a missing or ill-typed field."""
         fields = self.keysets[keyset]
         if len(fields) == 1:
             return require_key(obj, fields[0])
         return KEY_SEPARATOR.join(require_key(obj, field) for field in fields)
+
+    def _key(self, obj: dict[str, Any], line: str, keyset: int) -> str:
+        """:meth:`key_of`, reading the line again exactly when a key field came out as a float: orjson reads an
+        integer beyond 64 bits as a float, while Spark's routing keyed the integer's digits."""
+        try:
+            return self.key_of(obj, keyset)
+        except FieldProblem as problem:
+            if type(obj.get(problem.field)) is not float:
+                raise
+            exact = _exact_object(line)
+            if exact is None:
+                raise
+            return self.key_of(exact, keyset)
 
     def key_record(self, keyset: int, key: str) -> dict[str, str]:
         """``{field: text}`` of a key value, for records that name the key."""
@@ -218,14 +260,14 @@ class Program:
     def route(self, line: str) -> list[tuple[int, str]]:
         """Python twin of the Spark-side routing: ``(keyset, key)`` pairs, or ``[(-1, "")]``."""
         obj, _time, event_type, _event_id, reason = self.parse_line(line)
-        if reason is not None or obj is None or CONTROL_FIELD in obj:
+        if reason is not None or obj is None:
             return [(UNROUTED, "")]
         out: list[tuple[int, str]] = []
         refused = False
         for keyset in range(len(self.keysets)):
             if self.rules_for(keyset, event_type):
                 try:
-                    out.append((keyset, self.key_of(obj, keyset)))
+                    out.append((keyset, self._key(obj, line, keyset)))
                 except FieldProblem:
                     refused = True
         # A line that some groupings cannot key also goes unrouted, once: its dead letters name those rules.
@@ -233,13 +275,15 @@ class Program:
             out.append((UNROUTED, ""))
         return out
 
-    def _unrouted_reasons(self, obj: dict[str, Any], event_type: str, time: int) -> tuple[tuple[int, str], ...]:
+    def _unrouted_reasons(
+        self, obj: dict[str, Any], line: str, event_type: str, time: int
+    ) -> tuple[tuple[int, str], ...]:
         reasons: list[tuple[int, str]] = []
         unkeyed = False
         for keyset in range(len(self.keysets)):
             for index in self.rules_for(keyset, event_type):
                 try:
-                    self.key_of(obj, keyset)
+                    self._key(obj, line, keyset)
                 except FieldProblem as problem:
                     unkeyed = True
                     if self._would_take(index, event_type, obj, time):

@@ -33,7 +33,7 @@ from sparkcep.core.engine import (
     dead_record,
     late_record,
 )
-from sparkcep.core.program import UNROUTED, Program
+from sparkcep.core.program import CONTROL, Program
 from sparkcep.rules.model import RuleSet
 from sparkcep.spark.packing import unpack
 
@@ -43,7 +43,6 @@ STATE_SCHEMA = StructType([StructField("blob", BinaryType(), True)])
 # A rule-log control record starts with exactly this text (the feed writes its keys in this order), so the
 # processor finds the rare control lines among many events without parsing the events twice.
 RULES_CONTROL_PREFIX = '{"__sparkcep_control__": "rules"'
-BUCKET_FIELD = "__sparkcep_bucket__"
 
 KIND_OUTPUT = "out"
 KIND_LATE = "late"
@@ -206,7 +205,7 @@ class EngineProcessor(StatefulProcessor):
         if state.rules_json is None or self._rules_seq >= state.rules_seq:
             state.rules_seq, state.rules_json = self._rules_seq, None
         for keyset, line in pairs:
-            if keyset == UNROUTED and line.startswith(RULES_CONTROL_PREFIX):
+            if keyset == CONTROL and line.startswith(RULES_CONTROL_PREFIX):
                 record = orjson.loads(line)
                 if int(record["seq"]) > state.rules_seq:
                     state.rules_seq, state.rules_json = int(record["seq"]), str(record["rules_json"])

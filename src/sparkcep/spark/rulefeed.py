@@ -14,9 +14,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparkcep.core.program import CONTROL_FIELD, Program
+from sparkcep.core.program import BUCKET_FIELD, CONTROL_FIELD, Program
 from sparkcep.rules.model import RuleSet
-from sparkcep.spark.processor import BUCKET_FIELD
 from sparkcep.spark.sink import write_atomically
 from sparkcep.store import RuleStore, StoredVersion
 

@@ -34,7 +34,7 @@ from sparkcep.spark.sink import (
     write_atomically,
 )
 from sparkcep.store import RuleStore
-from sparkcep.timeutil import format_iso, parse_event_time
+from sparkcep.timeutil import DEFAULT_MAX_AHEAD_MS, format_iso, parse_event_time
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -55,6 +55,9 @@ class RunConfig:
     kafka_source: tuple[tuple[str, str], ...] | None = None
     # More destinations of every batch's outputs (e.g. sparkcep.kafka.sink.KafkaBatchWriter).
     writers: tuple[BatchWriter, ...] = ()
+    # An event time more than this past its micro-batch's wall clock is a dead letter, not a watermark move
+    # (None: no bound). A day covers clock skew and time zones written as UTC by mistake.
+    max_ahead_ms: int | None = DEFAULT_MAX_AHEAD_MS
 
 
 @dataclass
@@ -183,6 +186,7 @@ class Pipeline:
             bucket_keys=self.bucket_keys,
             rules_seq=self.rules_seq,
             kafka_options=self._kafka_options(),
+            max_ahead_ms=self.config.max_ahead_ms,
         )
         stream = build_stream(self.spark, self.program, spec)
         sink = FileSink(self.config.output_dir, self.metrics_dir, self._after_batch, self._writers(), self._key_fields)
@@ -239,6 +243,7 @@ class Pipeline:
             if target is not None:
                 query.processAllAvailable()
                 self._wait_for_watermark(query, target, started + timeout_s)
+                write_atomically(self._flushed_path, json.dumps({"watermark": target}))
         finally:
             query.stop()
         return self.summary(time.monotonic() - started)
@@ -281,20 +286,34 @@ class Pipeline:
                 query.stop()
         return self.summary(time.monotonic() - started)
 
+    @property
+    def _flushed_path(self) -> Path:
+        # Beside the control stream, not in it: Spark reads every file of that directory as input.
+        return self._state_dir / "flushed.json"
+
     def _write_flush_record(self) -> int | None:
-        """Write the end-of-input control record; return the watermark it will produce, or None when there
-        is nothing (new) to flush."""
+        """Write an end-of-input control record; return the watermark it will produce, or None when a run
+        already reached it.
+
+        Only a finished wait counts as done (``flushed.json``): the watermark a consumed record gave lives in
+        Spark's memory until the next micro-batch is planned, so a run killed between the record's batch and the
+        no-data batch after it left the timers unfired. Its rerun writes the record again under a new name (Spark
+        reads a file name once), which moves the watermark again; timers that did fire do not fire twice.
+        """
         max_time = max(
             (m.max_event_time for m in read_metrics(self.metrics_dir) if m.max_event_time is not None),
             default=None,
         )
         if max_time is None:
             return None
-        path = self.control_dir / f"flush-{max_time}.jsonl"
-        if path.exists():
-            return None
+        if self._flushed_path.exists():
+            done = json.loads(self._flushed_path.read_text(encoding="utf-8")).get("watermark")
+            if isinstance(done, int) and done >= max_time:
+                return None
+        attempt = len(list(self.control_dir.glob(f"flush-{max_time}*.jsonl")))
+        name = f"flush-{max_time}.jsonl" if attempt == 0 else f"flush-{max_time}-{attempt}.jsonl"
         record = {CONTROL_FIELD: "flush", self.program.time_field: max_time + self.config.watermark_delay_ms}
-        write_atomically(path, json.dumps(record) + "\n")
+        write_atomically(self.control_dir / name, json.dumps(record) + "\n")
         return max_time
 
     def summary(self, seconds: float) -> RunSummary:
