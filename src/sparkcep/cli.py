@@ -34,6 +34,18 @@ class DurationParam(click.ParamType):  # type: ignore[type-arg]
 DURATION = DurationParam()
 
 
+class MaxAheadParam(DurationParam):
+    """A duration, or ``off`` for no bound (None)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int | None:  # type: ignore[override]
+        if value is None or value == "off":
+            return None
+        return super().convert(value, param, ctx)
+
+
+MAX_AHEAD = MaxAheadParam()
+
+
 def _echo_json(data: dict[str, Any]) -> None:
     click.echo(json.dumps(data, indent=2))
 
@@ -150,6 +162,13 @@ def simulate(
 @click.option("--until-caught-up", is_flag=True, help="Process everything present, flush in event time, exit 0.")
 @click.option("--trigger-interval", default="1s", show_default=True, help="Micro-batch interval when streaming.")
 @click.option("--watermark-delay", type=DURATION, default="5s", show_default=True, help="Allowed out-of-orderness.")
+@click.option(
+    "--max-time-ahead",
+    type=MAX_AHEAD,
+    default="1d",
+    show_default=True,
+    help="Event times further past the micro-batch's wall clock are dead letters ('off': no bound).",
+)
 @click.option("--buckets", type=int, default=32, show_default=True, help="Spark grouping keys (fixed per checkpoint).")
 @click.option("--max-files-per-trigger", type=int, default=1, show_default=True, help="Bounds memory per batch.")
 @click.option("--master", default="local[2]", show_default=True, help="Spark master URL.")
@@ -172,6 +191,7 @@ def run(
     until_caught_up: bool,
     trigger_interval: str,
     watermark_delay: int,
+    max_time_ahead: int | None,
     buckets: int,
     max_files_per_trigger: int,
     master: str,
@@ -211,6 +231,7 @@ def run(
             max_files_per_trigger=max_files_per_trigger,
             trigger_interval=None if until_caught_up else _interval(trigger_interval),
             alert_stores=alert_stores,
+            max_ahead_ms=max_time_ahead,
         )
         pipeline = Pipeline(spark, rules, config, store=store)
         summary = pipeline.run_until_caught_up() if until_caught_up else pipeline.run_streaming(stop_after)
@@ -266,6 +287,7 @@ def _run_config(config_path: Path, until_caught_up: bool, stop_after: float | No
             output_dir=config.sinks.files,
             checkpoint_dir=config.checkpoint,
             watermark_delay_ms=config.watermark_delay_ms,
+            max_ahead_ms=config.max_time_ahead_ms,
             buckets=config.buckets,
             max_files_per_trigger=source.max_files_per_trigger if source.type == "files" else 1,
             trigger_interval=None if bounded else _interval(config.trigger),

@@ -1,0 +1,198 @@
+"""Reliability trial: hostile lines and hard kills through the real command line on local Spark.
+
+Part one mixes hostile lines of every kind (sparkcep.simulate.hostile) into simulated orders and runs
+``sparkcep run --until-caught-up`` over them twice on one checkpoint: the job must exit 0 both times, report
+every hostile line (dead letter, late record, or an event keyed apart from the clean ones, or a skipped blank
+line) and give on the clean orders exactly the oracle's output over the clean lines.
+
+Part two kills ``sparkcep run --until-caught-up`` with SIGKILL at random moments (half of them in the
+end-of-input phase, right after the flush record appears), reruns it to the end on the same checkpoint and
+compares every output with an uninterrupted run: nothing lost, nothing duplicated.
+
+    .venv/bin/python bench/run_reliability_trial.py --kills 20 --hostile 10000
+
+Prints one JSON summary; exits 1 if any check failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from sparkcep import oracle
+from sparkcep.core.lines import is_blank
+from sparkcep.outputs import canonical, read_all_outputs, read_jsonl_dir
+from sparkcep.rules.model import load_rules
+from sparkcep.simulate import generate_orders
+from sparkcep.simulate.hostile import Shape, hostile_lines
+
+ROOT = Path(__file__).resolve().parents[1]
+RULES = ROOT / "examples" / "orders.rules.json"
+SPARKCEP = str(Path(sys.executable).with_name("sparkcep"))
+
+
+def run_job(input_dir: Path, out: Path, ck: Path, log: Path) -> subprocess.Popen[bytes]:
+    command = [SPARKCEP, "run", "--rules", str(RULES), "--input", str(input_dir), "--output", str(out),
+               "--checkpoint", str(ck), "--until-caught-up", "--buckets", "8"]  # fmt: skip
+    with log.open("ab") as sink:
+        return subprocess.Popen(command, stdout=sink, stderr=sink)
+
+
+def finish(input_dir: Path, out: Path, ck: Path, log: Path) -> int:
+    process = run_job(input_dir, out, ck, log)
+    return process.wait(timeout=900)
+
+
+def outputs_with_ids(out: Path) -> Counter[str]:
+    """Every complex event record (duplicates count twice)."""
+    records: Counter[str] = Counter()
+    for directory in out.iterdir() if out.is_dir() else []:
+        if directory.is_dir() and not directory.name.startswith("_"):
+            for record in read_jsonl_dir(directory):
+                records[json.dumps(record, sort_keys=True)] += 1
+    return records
+
+
+def hostile_part(work: Path, count: int) -> dict[str, Any]:
+    clean_dir = work / "clean"
+    generate_orders(clean_dir, 20_000, seed=11, files=4, overwrite=True)
+    clean = [line for path in sorted(clean_dir.glob("part-*.jsonl")) for line in path.read_text().splitlines()]
+    events = [json.loads(line) for line in clean[:500]]
+    for event in events:  # keyed apart and at the earliest time: an accepted hostile line touches no clean order
+        event["order_number"] = f"hostile-{event['order_number']}"
+        event["occurred_at"] = json.loads(clean[0])["occurred_at"]
+    hostile = [line for _, line in hostile_lines(events, count, Shape(), seed=5)]
+    input_dir = work / "mixed"
+    shutil.rmtree(input_dir, ignore_errors=True)
+    input_dir.mkdir()
+    for index, path in enumerate(sorted(clean_dir.glob("part-*.jsonl"))):
+        body = path.read_bytes()
+        if index == 2:  # the hostile lines sit in the middle file
+            body = body + b"".join(line + b"\n" for line in hostile)
+        target = input_dir / path.name
+        target.write_bytes(body)
+        os.utime(target, (1_700_000_000 + index, 1_700_000_000 + index))
+    out, ck, log = work / "mixed-out", work / "mixed-ck", work / "mixed.log"
+    exits = [finish(input_dir, out, ck, log), finish(input_dir, out, ck, log)]
+    expected = canonical(oracle.evaluate(load_rules(RULES), clean).outputs)
+    got = [r for r in read_all_outputs(out) if not str(r.get("order_number", "")).startswith("hostile-")]
+    dead = read_jsonl_dir(out / "_deadletter")
+    late = read_jsonl_dir(out / "_late")
+    summary = json.loads((out / "_summary.json").read_text())
+    blank = sum(1 for line in hostile if is_blank(line.decode("utf-8", "replace")))
+    reported = {record["line"] for record in dead} | {record["line"] for record in late}
+    hostile_text = [line.decode("utf-8", "replace") for line in hostile]
+    unreported = [line for line in hostile_text if line not in reported and not is_blank(line)]
+    return {
+        "hostile_lines": count,
+        "kinds": len({kind for kind, _ in hostile_lines(events, count, Shape(), seed=5)}),
+        "exit_codes": exits,
+        "tracebacks_in_log": log.read_text(errors="replace").count("Traceback"),
+        "dead_letters": len(dead),
+        "late": len(late),
+        "blank_skipped": blank,
+        "accepted_as_events_keyed_apart": len(unreported),
+        "unreported_kinds": sorted({_kind_of(line) for line in unreported}),
+        "clean_outputs_equal_oracle": got == expected,
+        "clean_outputs": len(expected),
+        "summary_dead_letters": summary["dead_letters"],
+    }
+
+
+def _kind_of(line: str) -> str:
+    return "huge line" if len(line) > 100_000 else line[:80]
+
+
+def kill_part(work: Path, kills: int, seed: int) -> dict[str, Any]:
+    input_dir = work / "orders"
+    generate_orders(input_dir, 20_000, seed=3, files=6, overwrite=True)
+    log = work / "kills.log"
+    reference_out = work / "ref-out"
+    started = time.monotonic()
+    assert finish(input_dir, reference_out, work / "ref-ck", log) == 0
+    reference_s = time.monotonic() - started
+    reference = outputs_with_ids(reference_out)
+    rng = random.Random(seed)
+    results = []
+    for attempt in range(kills):
+        out, ck = work / f"k{attempt}-out", work / f"k{attempt}-ck"
+        process = run_job(input_dir, out, ck, log)
+        in_flush_phase = attempt % 2 == 1
+        began = time.monotonic()
+        if in_flush_phase:  # right after the end-of-input flush record appears, before or after its batches
+            control = ck / "sparkcep" / "control"
+            while process.poll() is None and not any(control.glob("flush-*.jsonl")) and time.monotonic() - began < 600:
+                time.sleep(0.05)
+            time.sleep(rng.uniform(0.0, 0.8))  # the flush batch and the no-data batch take about a second
+        else:
+            time.sleep(rng.uniform(5.0, max(6.0, reference_s + 2.0)))  # the JVM takes about 5 s to start
+        killed = process.poll() is None
+        if killed:
+            process.send_signal(signal.SIGKILL)
+        process.wait()
+        after_kill = dict(outputs_with_ids(out))
+        rerun_exit = finish(input_dir, out, ck, log)
+        final = outputs_with_ids(out)
+        results.append({
+            "phase": "end-of-input" if in_flush_phase else "any",
+            "killed": killed,
+            "seconds_after_start": round(time.monotonic() - began, 1),
+            "outputs_before_rerun": sum(after_kill.values()),
+            "rerun_exit": rerun_exit,
+            "lost": sum((reference - final).values()),
+            "duplicated": sum((final - reference).values()),
+        })  # fmt: skip
+        shutil.rmtree(ck, ignore_errors=True)
+        shutil.rmtree(out, ignore_errors=True)
+    return {
+        "reference_outputs": sum(reference.values()),
+        "reference_seconds": round(reference_s, 1),
+        "kills": sum(1 for r in results if r["killed"]),
+        "kills_in_end_of_input_phase": sum(1 for r in results if r["killed"] and r["phase"] == "end-of-input"),
+        "lost": sum(r["lost"] for r in results),
+        "duplicated": sum(r["duplicated"] for r in results),
+        "failed_reruns": sum(1 for r in results if r["rerun_exit"] != 0),
+        "runs": results,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kills", type=int, default=20)
+    parser.add_argument("--hostile", type=int, default=10_000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--workdir", type=Path, default=None)
+    args = parser.parse_args()
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="sparkcep-trial-"))
+    work.mkdir(parents=True, exist_ok=True)
+    report: dict[str, Any] = {"workdir": str(work)}
+    if args.hostile:
+        report["hostile"] = hostile_part(work, args.hostile)
+    if args.kills:
+        report["kills"] = kill_part(work, args.kills, args.seed)
+    print(json.dumps(report, indent=1))
+    hostile = report.get("hostile", {})
+    kills = report.get("kills", {})
+    ok = (
+        all(code == 0 for code in hostile.get("exit_codes", [0]))
+        and hostile.get("clean_outputs_equal_oracle", True)
+        and kills.get("lost", 0) == 0
+        and kills.get("duplicated", 0) == 0
+        and kills.get("failed_reruns", 0) == 0
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
