@@ -248,15 +248,17 @@ def test_a_clear_state_version_starts_with_empty_windows_and_stays_active() -> N
     assert [(a["trigger_event_id"], a["rule_version"], a["aggregate"]["value"]) for a in fired] == [("3", 2, "160")]
 
 
-def test_a_rule_that_overflows_is_quarantined_for_that_key_and_reported() -> None:
+def test_an_amount_beyond_the_decimal_range_is_a_dead_letter_not_a_rule_failure() -> None:
+    # Exact sums keep every digit: one amount of 1e1000000 once made a rule overflow (and 1e999999999 killed the
+    # worker). Amounts are bounded where they enter, so such a line is a dead letter of the rules that read it.
     r = rules(rule(function="AVG", limit=1, window="10m"), rule(id="count", function="COUNT", field=None, limit=0))
     lines = [tx(1, T0, "1e1000000", payer=7), tx(2, T0 + 1, 5, payer=8), tx(3, T0 + 2, 5, payer=7)]
     result = LocalRunner(Program(r), 0).run([lines])
-    assert [(e["rule_id"], e["key"], e["trigger"]) for e in result.errors] == [("r", "7", "timer")]
-    assert "Overflow" in result.errors[0]["error"]
+    assert result.errors == []
+    reason = "rule 'r', field 'paymentAmount': expected a number, got '1e1000000' (str)"
+    assert [text for _, text in result.dead] == [reason]
     fired = {(a["rule_id"], a["key"]["payerId"], a["trigger_event_id"]) for a in result.outputs}
-    # payer 8 still alerts under "r"; the other rule goes on for payer 7; "r" stays off for payer 7.
-    assert fired == {("r", 8, "2"), ("count", 7, "1"), ("count", 8, "2"), ("count", 7, "3")}
+    assert fired == {("r", 8, "2"), ("r", 7, "3"), ("count", 7, "1"), ("count", 8, "2"), ("count", 7, "3")}
 
 
 def test_quarantine_pauses_the_failed_rule_in_the_store(tmp_path: Path) -> None:

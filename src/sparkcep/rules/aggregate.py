@@ -41,25 +41,41 @@ FUNCTIONS = ("SUM", "AVG", "MIN", "MAX", "COUNT")
 COUNT_FLINK = "COUNT_FLINK"  # the demo's name for "count the events" in aggregateFieldName
 
 
+# Numbers that enter sums, averages and limits: below 10^38 in magnitude with at most 38 digits after the point
+# (SQL's DECIMAL(38) range). Exact arithmetic keeps every digit, so one amount of "1e999999999" would make a sum
+# a billion digits long; bounded numbers keep any sum of a window to about 80 digits.
+DECIMAL_DIGITS = 38
+_LONGEST_NUMBER_TEXT = 2 * DECIMAL_DIGITS + 8
+
+
 def to_decimal(value: object) -> Decimal:
-    """Exact decimal of a JSON number or numeric text; floats go through their shortest repr (0.1 -> 0.1)."""
+    """Exact decimal of a JSON number or numeric text within :data:`DECIMAL_DIGITS`; floats go through their
+    shortest repr (0.1 -> 0.1). Raises ValueError for anything else, larger or finer."""
     if isinstance(value, bool):
         raise ValueError(f"expected a number, got {value!r}")
     result: Decimal | None = None
     if isinstance(value, int):
-        result = Decimal(value)
+        result = Decimal(value) if abs(value) < 10**DECIMAL_DIGITS else None
     elif isinstance(value, float):
         result = Decimal(repr(value))
     elif isinstance(value, str):
+        text = value.strip()
         try:
-            result = Decimal(value.strip())
+            result = Decimal(text) if len(text) <= _LONGEST_NUMBER_TEXT else None  # refused before it is read
         except InvalidOperation:
             result = None
     elif isinstance(value, Decimal):
         result = value
-    if result is None or not result.is_finite():  # NaN and infinities are not amounts
-        raise ValueError(f"expected a number, got {value!r}")
+    if result is None or not result.is_finite() or not _in_decimal_range(result):  # NaN, infinities
+        bound = f"below 10^{DECIMAL_DIGITS} with at most {DECIMAL_DIGITS} decimals"
+        raise ValueError(f"expected a number {bound}, got {str(value)[:80]!r}")
     return result
+
+
+def _in_decimal_range(value: Decimal) -> bool:
+    # Zero too: 0E-999999999 plus 1, kept exact, has a billion digits.
+    exponent = value.as_tuple().exponent
+    return value.adjusted() < DECIMAL_DIGITS and isinstance(exponent, int) and exponent >= -DECIMAL_DIGITS
 
 
 _EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)  # normalize() must not round
