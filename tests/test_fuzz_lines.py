@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sparkcep.core.engine import BatchResult
+from sparkcep.core.engine import RECORD_LINE_CHARS, BatchResult, dead_record, late_record
 from sparkcep.core.lines import decode_line, is_blank
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
@@ -135,3 +135,13 @@ def test_any_mix_of_hostile_lines_in_any_split_leaves_clean_outputs_alone(
     # clean history in the same arrival order and split (without the hostile lines) is the reference.
     hostile_free = [[line for line in batch if line in clean] for batch in batches]
     assert _clean_outputs(_run(program, batches)) == _clean_outputs(_run(program, hostile_free))
+
+
+def test_late_and_dead_letter_records_keep_a_bounded_part_of_a_huge_line() -> None:
+    huge = json.dumps({"event_type": "TRACK", "occurred_at": "nope", "note": "x" * 1_000_000})
+    record = dead_record(huge, "reason")
+    assert record["line"] == huge[:RECORD_LINE_CHARS]
+    assert record["line_truncated"] is True and record["line_chars"] == len(huge)
+    late = late_record(huge, {"device_id": "d"}, T0, T0)
+    assert len(str(late["line"])) == RECORD_LINE_CHARS and late["line_chars"] == len(huge)
+    assert dead_record("short", "reason") == {"reason": "reason", "line": "short"}

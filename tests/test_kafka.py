@@ -41,7 +41,7 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
 def produce(
     bootstrap: str,
     topic: str,
-    records: list[tuple[int, str]],
+    records: list[tuple[int, str | bytes]],
     time_field: str = "occurred_at",
     timestamps: dict[str, int] | None = None,
 ) -> None:
@@ -55,7 +55,8 @@ def produce(
             timestamp = (timestamps or {}).get(value) or parse_event_time(json.loads(value)[time_field])
         except (ValueError, KeyError, TypeError):
             timestamp = 0
-        producer.produce(topic, value=value.encode(), partition=partition, timestamp=timestamp)
+        raw = value if isinstance(value, bytes) else value.encode()
+        producer.produce(topic, value=raw, partition=partition, timestamp=timestamp)
     producer.flush()
 
 
@@ -104,7 +105,10 @@ def test_kafka_to_kafka_and_postgres_survives_a_hard_kill_without_loss_or_duplic
     sent = [*lines[:10], json.dumps(untimed), *lines[11:]]
     topic = "orders-e2e"
     create_topic(kafka, topic, 2)
-    records = [(i % 2, line) for i, line in enumerate(sent)] + [(0, bad[0]), (1, bad[1])]
+    not_utf8 = [b'{"event_type": "ORDER_CREATED", "order_number": "\xff\xfe", "occurred_at": 5}', b"\xc3\x28"]
+    records: list[tuple[int, str | bytes]] = [(i % 2, line) for i, line in enumerate(sent)]
+    # As many records in each partition: the per-batch cap then reads both at the same pace (no late events).
+    records += [(0, bad[0]), (1, bad[1]), (0, not_utf8[0]), (1, not_utf8[1])]
     produce(kafka, topic, records, timestamps={sent[10]: when, bad[1]: when})
     store = open_store(postgres_db)  # the rules live in PostgreSQL
     store.import_file(ROOT / "examples" / "orders.rules.json")
@@ -163,12 +167,15 @@ buckets: 8
     ]
     assert PostgresAlertStore(alerts_db).count() == len(expected)
     dead = read_jsonl_dir(tmp_path / "out" / "_deadletter")
-    not_json, incomplete = sorted(d["line"] for d in dead)
+    lines_of_dead = {d["line"]: d["reason"] for d in dead}
+    for raw in not_utf8:  # dead letters, as in a file, shown with U+FFFD for the bad bytes
+        assert lines_of_dead.pop(raw.decode("utf-8", errors="replace")).startswith("the line is not valid UTF-8")
+    not_json, incomplete = sorted(lines_of_dead)
     assert not_json == bad[0]
     # The line as the engine saw it: its missing time was filled in from the record timestamp.
     assert json.loads(incomplete) == {**json.loads(bad[1]), "occurred_at": when}
     assert all(d["origin"]["topic"] == topic and d["origin"]["offset"] >= 0 for d in dead)
-    assert len(consume_all(kafka, "cep._deadletter")) == 2
+    assert len(consume_all(kafka, "cep._deadletter")) == 4
 
 
 def test_a_skewed_backfill_aligned_in_event_time_equals_the_live_output(

@@ -31,7 +31,9 @@ from sparkcep.kafka.offsets import aligned, capped, partition_name, split_name
 from sparkcep.timeutil import parse_event_time
 
 SOURCE_NAME = "sparkcep_kafka"
-SCHEMA = "value string, topic string, partition int, offset long, timestamp long"
+# The value travels as bytes: Spark reads them as text unchanged, and routing reports a value that is not UTF-8
+# as a dead letter, exactly as for a line of a file (see sparkcep.spark.query).
+SCHEMA = "value binary, topic string, partition int, offset long, timestamp long"
 _PROPERTY_PREFIX = "kafka."
 
 
@@ -187,22 +189,21 @@ class KafkaStreamReader(DataSourceStreamReader):
         finally:
             consumer.close()
 
-    def _value(self, message: Any) -> str | None:
-        raw = message.value()
+    def _value(self, message: Any) -> bytes | None:
+        raw: bytes | None = message.value()
         if raw is None:
             return None
-        text: str = raw.decode("utf-8", errors="replace")
         field = self.options.time_field
-        if field is None or f'"{field}"' in text:
-            return text
+        if field is None or f'"{field}"'.encode() in raw:
+            return raw
         try:
-            parsed = orjson.loads(text)
+            parsed = orjson.loads(raw)
         except orjson.JSONDecodeError:
-            return text  # not JSON: the engine reports it as a dead letter
+            return raw  # not JSON (or not UTF-8): the engine reports it as a dead letter
         if isinstance(parsed, dict) and field not in parsed:
             parsed[field] = int(message.timestamp()[1])  # event time falls back to the record timestamp
-            return orjson.dumps(parsed).decode()
-        return text
+            return orjson.dumps(parsed)
+        return raw
 
     def commit(self, end: dict[str, int]) -> None:
         pass  # offsets are Spark's checkpoint; nothing is committed to Kafka

@@ -270,7 +270,8 @@ def kafka_records(spark: SparkSession, options: dict[str, str]) -> DataFrame:
         from sparkcep.kafka.source import SOURCE_NAME, KafkaSource
 
         spark.dataSource.register(KafkaSource)
-        return spark.readStream.format(SOURCE_NAME).options(**options).load()
+        records = spark.readStream.format(SOURCE_NAME).options(**options).load()
+        return records.withColumn("value", F.col("value").cast("string"))  # the bytes as they are, as text
     from sparkcep.kafka.client import KafkaError
 
     if "alignstepms" in options:
