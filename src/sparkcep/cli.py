@@ -6,7 +6,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 
@@ -14,7 +14,19 @@ from sparkcep.cli_console import console as console_command
 from sparkcep.cli_patterns import patterns as patterns_group
 from sparkcep.cli_rules import rules as rules_group
 from sparkcep.errors import SparkcepError
+from sparkcep.failures import (
+    Service,
+    Where,
+    add_secret_variables,
+    check_checkpoint_complete,
+    diagnose,
+    postgres_service,
+)
+from sparkcep.runlog import CommandLog, report
 from sparkcep.timeutil import parse_duration
+
+if TYPE_CHECKING:
+    from sparkcep.config import PipelineConfig
 
 
 class DurationParam(click.ParamType):  # type: ignore[type-arg]
@@ -50,7 +62,74 @@ def _echo_json(data: dict[str, Any]) -> None:
     click.echo(json.dumps(data, indent=2))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# -- failures outside sparkcep -------------------------------------------------------------------------
+
+_LOG_KEY = "sparkcep.command_log"
+
+
+class _Reported(click.ClickException):
+    """A failure already written to a log: shown as its short lines (message, fix, where the trace is)."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = lines
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        for line in self.lines:
+            click.echo(line, err=True)
+
+
+class _Main(click.Group):
+    """The root command: whatever escapes a subcommand ends as one or two lines on stderr (the path or service,
+    the cause, the fix) plus the path of a log with the full trace, and exit status 1.
+
+    Usage errors stay click's (status 2); sparkcep's own errors keep their messages unless they were caused by a
+    fault outside sparkcep (a full disk under a rule store, an unreachable PostgreSQL server), which is then
+    named the same way as everywhere else.
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort, _Reported):
+            raise
+        except click.ClickException as exc:
+            cause = exc.__cause__
+            log = _command_log(ctx)
+            diagnosis = None if cause is None else diagnose(cause, log.where)
+            if cause is None or diagnosis is None or not diagnosis.external:
+                raise
+            raise _Reported(report(log, cause, diagnosis)) from exc
+        except Exception as exc:
+            raise _Reported(report(_command_log(ctx), exc)) from exc
+
+
+def _command_log(ctx: click.Context) -> CommandLog:
+    log = ctx.meta.get(_LOG_KEY)
+    return log if isinstance(log, CommandLog) else CommandLog(ctx.invoked_subcommand or "sparkcep")
+
+
+def _remember(command: str, where: Where) -> CommandLog:
+    """Tell the failure handler what this command works on (``ctx.meta`` is shared by nested contexts)."""
+    log = CommandLog(command, where)
+    click.get_current_context().meta[_LOG_KEY] = log
+    return log
+
+
+def _quiet(log: CommandLog) -> None:
+    """From here to the end of the command, what Spark and native libraries print goes to the command's log;
+    click restores the terminal when the command's context closes (before a failure is shown)."""
+    click.get_current_context().with_resource(log.output_to_log())
+
+
+def _stores(rules_store: str | None, alert_stores: tuple[str, ...] | list[str]) -> tuple[Service, ...]:
+    services = [postgres_service(url, "alert store") for url in alert_stores]
+    if rules_store is not None and rules_store.startswith(("postgresql://", "postgres://")):
+        services.insert(0, postgres_service(rules_store, "rule store"))
+    return tuple(services)
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="sparkcep")
 def main() -> None:
     """Complex event processing and dynamic rules on Spark Structured Streaming, deterministic in event time."""
@@ -90,6 +169,7 @@ def simulate(
     """Write deterministic, realistic sample events (KIND: orders, devices or transactions) as JSON lines."""
     from sparkcep.simulate import generate_devices, generate_orders, generate_transactions
 
+    _remember("simulate", Where(output=out_dir.resolve()))
     if duplicate_share is None:
         # Payment systems deduplicate upstream; telemetry and order events are redelivered now and then.
         duplicate_share = 0.0 if kind == "transactions" else 0.01
@@ -215,11 +295,21 @@ def run(
         raise click.UsageError("give exactly one of --rules FILE and --rules-store SPEC")
     if input_dir is None or output_dir is None or checkpoint_dir is None:
         raise click.UsageError("give --input, --output and --checkpoint (or --config FILE)")
+    where = Where(
+        checkpoint=checkpoint_dir.resolve(),
+        output=output_dir.resolve(),
+        input=input_dir.resolve(),
+        services=_stores(rules_store, alert_stores),
+        resumes=True,
+    )
+    log = _remember("run", where)
     try:
+        check_checkpoint_complete(where.checkpoint or checkpoint_dir)
         rules = load_rules(rules_path) if rules_path is not None else None
         store = open_store(rules_store) if rules_store is not None else None
         input_dir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
+        _quiet(log)
         spark = get_or_create_session(SparkSettings(master=master, shuffle_partitions=shuffle_partitions))
         session_s = time.monotonic() - started
         config = RunConfig(
@@ -255,8 +345,11 @@ def _run_config(config_path: Path, until_caught_up: bool, stop_after: float | No
 
     try:
         config = load_config(config_path)
+        log = _remember("run", _config_where(config))
+        check_checkpoint_complete(config.checkpoint)
         rules = load_rules(config.rules.file) if config.rules.file is not None else None
         store = open_store(config.rules.store) if config.rules.store is not None else None
+        _quiet(log)  # librdkafka (a Kafka sink) and the JVM print there from now on
         writers = []
         kafka_sink = config.sinks.kafka
         if kafka_sink is not None:
@@ -305,6 +398,25 @@ def _run_config(config_path: Path, until_caught_up: bool, stop_after: float | No
     _echo_json(data)
 
 
+def _config_where(config: PipelineConfig) -> Where:
+    """What a pipeline file's run works on; its Kafka secrets (``env:NAME``) are kept out of every message."""
+    services = list(_stores(config.rules.store, config.sinks.postgres))
+    properties = dict(config.sinks.kafka.properties) if config.sinks.kafka is not None else {}
+    if config.source.type == "kafka":
+        services.append(Service("Kafka", "source", config.source.bootstrap_servers))
+        properties.update(config.source.properties)
+    if config.sinks.kafka is not None:
+        services.append(Service("Kafka", "sink", config.sinks.kafka.bootstrap_servers))
+    add_secret_variables([value.removeprefix("env:") for value in properties.values() if value.startswith("env:")])
+    return Where(
+        checkpoint=config.checkpoint,
+        output=config.sinks.files,
+        input=config.source.path if config.source.type == "files" else None,
+        services=tuple(services),
+        resumes=True,
+    )
+
+
 def _interval(text: str) -> str:
     return f"{parse_duration(text)} milliseconds"
 
@@ -330,12 +442,15 @@ def backtest(
     from sparkcep.spark.runner import Pipeline, RunConfig
     from sparkcep.spark.session import SparkSettings, get_or_create_session
 
+    # The throwaway checkpoint is not a place for logs: it is deleted when the backtest ends.
+    log = _remember("backtest", Where(output=output_dir.resolve(), input=input_dir.resolve()))
     try:
         rules = load_rules(rules_path)
         output_dir = output_dir.resolve()
         if output_dir.exists() and any(output_dir.iterdir()):
             raise click.ClickException(f"{output_dir} is not empty: a backtest writes into an empty directory")
         checkpoint = output_dir / "_backtest_checkpoint"
+        _quiet(log)
         spark = get_or_create_session(SparkSettings(master=master))
         config = RunConfig(
             input_dir.resolve(),
@@ -373,6 +488,7 @@ def demo(workdir: Path, events: int, files: int) -> None:
     """Generate orders and device data, run both monitors on local Spark, check them against the oracle."""
     from sparkcep.demo import run_demo
 
+    _remember("demo", Where(output=workdir.resolve()))
     try:
         ok = run_demo(workdir, events, files, echo=click.echo)
     except SparkcepError as exc:

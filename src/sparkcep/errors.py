@@ -7,7 +7,8 @@ Every error the package raises on purpose derives from :class:`SparkcepError`::
     ├── DurationError        a duration string such as "7d" or "30m" cannot be read
     ├── EventTimeError       an event's time field cannot be read as event time
     ├── EnvironmentProblem   the machine lacks something sparkcep needs (Java 17/21, ...)
-    └── CheckpointMismatch   a checkpoint was written with settings that differ from this run's
+    ├── CheckpointMismatch   a checkpoint was written with settings that differ from this run's
+    └── CheckpointIncomplete part of a checkpoint is gone (deleted or restored in part): resuming would be wrong
 
 Bad *input events* never raise: they become dead-letter records with a reason.
 """
@@ -44,3 +45,13 @@ class EnvironmentProblem(SparkcepError):
 
 class CheckpointMismatch(SparkcepError):
     """A checkpoint belongs to a run with incompatible settings (bucket count, rules)."""
+
+
+class CheckpointIncomplete(SparkcepError):
+    """Spark's part of a checkpoint (``query/``) and sparkcep's part (``sparkcep/``) disagree: one of them was
+    deleted or restored without the other. Resuming would silently reprocess or skip input, so a run refuses."""
+
+    def __init__(self, checkpoint_dir: str, detail: str) -> None:
+        self.checkpoint_dir = checkpoint_dir
+        self.detail = detail
+        super().__init__(f"checkpoint directory {checkpoint_dir} is missing or incomplete: {detail}")

@@ -7,7 +7,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from sparkcep.spark.java import find_java
+from sparkcep.errors import EnvironmentProblem
+from sparkcep.spark.java import JavaRuntime, find_java
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -44,18 +45,46 @@ def base_conf(settings: SparkSettings) -> dict[str, str]:
 
 
 def get_or_create_session(settings: SparkSettings | None = None) -> SparkSession:
-    """Start (or reuse) a session. Checks Java first and points workers at this Python."""
+    """Start (or reuse) a session. Checks Java first and points workers at this Python.
+
+    The JVM and the Python workers it starts print on the standard error they inherit now: the command line
+    points it at a log file first (``sparkcep.runlog.CommandLog.output_to_log``).
+    """
     settings = settings or SparkSettings()
-    find_java()
+    _check_java_home(find_java())
     # Without these, Python workers may start another interpreter that lacks pandas/pyarrow.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.errors import PySparkRuntimeError
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(settings.master).appName(settings.app_name)
     for key, value in base_conf(settings).items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    try:
+        spark = builder.getOrCreate()
+    except PySparkRuntimeError as exc:
+        if exc.getCondition() != "JAVA_GATEWAY_EXITED":
+            raise
+        raise EnvironmentProblem(
+            "Java exited while Spark was starting (what it printed is on standard error, or in the command's log "
+            "file). Fix: check that 'java -version' shows Java 17 or 21 and that JAVA_HOME, if set, points at it; "
+            "Spark also needs about 1 GB of free memory to start"
+        ) from exc
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _check_java_home(found: JavaRuntime) -> None:
+    """Spark's launcher runs ``$JAVA_HOME/bin/java`` whenever JAVA_HOME is set, whatever is on PATH: a
+    JAVA_HOME that ``find_java`` passed over (missing, or the wrong version) would fail inside the launcher."""
+    home = os.environ.get("JAVA_HOME")
+    if not home or os.path.realpath(found.executable) == os.path.realpath(os.path.join(home, "bin", "java")):
+        return
+    suggestion = os.path.dirname(os.path.dirname(os.path.realpath(found.executable)))
+    raise EnvironmentProblem(
+        f"JAVA_HOME points to {home}, which has no usable Java 17 or 21 (bin/java missing or another version), "
+        f"and Spark starts Java from JAVA_HOME. Fix: unset JAVA_HOME or set it to a Java 17 or 21 installation, "
+        f"for example export JAVA_HOME={suggestion} ({found.version_text})"
+    )
