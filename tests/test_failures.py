@@ -715,3 +715,11 @@ def test_run_on_a_full_disk_then_again_after_freeing_space(
     )
     assert (tmp_path / "second.rc").read_text().strip() == "0", (tmp_path / "second.err").read_text()[-3000:]
     assert read_all_outputs(kept) == read_all_outputs(finished_run / "out")
+
+
+def test_the_jvm_ends_on_out_of_memory_instead_of_hanging_and_keeps_the_users_java_options() -> None:
+    from sparkcep.spark.session import SparkSettings, base_conf
+
+    assert base_conf(SparkSettings())["spark.driver.extraJavaOptions"] == "-XX:+ExitOnOutOfMemoryError"
+    mine = SparkSettings(extra_conf={"spark.driver.extraJavaOptions": "-Dx=1"})
+    assert base_conf(mine)["spark.driver.extraJavaOptions"] == "-XX:+ExitOnOutOfMemoryError -Dx=1"

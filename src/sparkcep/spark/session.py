@@ -27,7 +27,13 @@ class SparkSettings:
     extra_conf: dict[str, str] = field(default_factory=dict)
 
 
+# A JVM out of heap may lose a thread that Spark waits on (a task result getter) and hang for good: end it
+# instead, so the run fails with a message and its log rather than never returning.
+_EXIT_ON_OOM = "-XX:+ExitOnOutOfMemoryError"
+
+
 def base_conf(settings: SparkSettings) -> dict[str, str]:
+    java_options = settings.extra_conf.get("spark.driver.extraJavaOptions", "")
     return {
         "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
         # transformWithState needs RocksDB; changelog checkpointing writes only what changed per batch
@@ -41,6 +47,7 @@ def base_conf(settings: SparkSettings) -> dict[str, str]:
         "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
         "spark.sql.adaptive.enabled": "false",
         **settings.extra_conf,
+        "spark.driver.extraJavaOptions": f"{_EXIT_ON_OOM} {java_options}".strip(),
     }
 
 
