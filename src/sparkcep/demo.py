@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 from sparkcep.outputs import canonical, read_all_outputs, read_jsonl_dir
 from sparkcep.rules.model import load_rules
+from sparkcep.runlog import stderr_to
 
 MONITORS = (
     ("orders", "orders.rules.json", "order-fulfilment monitor"),
@@ -45,26 +44,6 @@ def _add_messy_file(input_dir: Path, name: str) -> None:
     os.utime(path, (newest + 1, newest + 1))  # read last, when the watermark is far ahead
 
 
-@contextmanager
-def _stderr_to(path: Path) -> Iterator[None]:
-    """Point file descriptor 2 at ``path`` while a process that inherits it starts, then restore it.
-
-    Spark's JVM and the Python workers it starts print start-up lines and warnings on the standard error they
-    inherit; in the demo they would bury the summary. The demo's own errors still reach the terminal.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with path.open("ab") as log:
-            os.dup2(log.fileno(), 2)
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
 def run_demo(
     workdir: Path, events: int, files: int, echo: Callable[[str], None], examples_dir: Path = Path("examples")
 ) -> bool:
@@ -78,7 +57,7 @@ def run_demo(
     echo(f"sparkcep demo: {events} events per monitor, {files} files each, under {workdir}")
     started = time.monotonic()
     log = workdir / "spark.log"
-    with _stderr_to(log):  # the JVM and its Python workers keep writing there: they inherit it at start
+    with stderr_to(log):  # the JVM and its Python workers keep writing there: they inherit it at start
         spark = get_or_create_session()
     echo(f"Spark's own messages (warnings, worker start-up lines) go to {log}")
     echo(f"local Spark session ready in {time.monotonic() - started:.1f} s")

@@ -87,6 +87,26 @@ def _remove_quietly(path: Path) -> None:
 # -- one command's log -------------------------------------------------------------------------------------
 
 
+@contextmanager
+def stderr_to(path: Path) -> Iterator[None]:
+    """Point file descriptor 2 at ``path`` (appending) for the block, then restore it.
+
+    Spark's JVM and the Python workers it starts print on the standard error they inherit when they start, so
+    what starts inside the block keeps writing to ``path`` for good; Python's own ``sys.stderr`` follows too.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with path.open("ab") as log:
+            os.dup2(log.fileno(), 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 @dataclass
 class CommandLog:
     """What the command line knows about the running command: its name, what it works on, and the file that
@@ -109,16 +129,8 @@ class CommandLog:
         if self.spark_log is None:  # nowhere to write: the terminal keeps it
             yield
             return
-        sys.stderr.flush()
-        saved = os.dup(2)
-        try:
-            with self.spark_log.open("ab") as log:
-                os.dup2(log.fileno(), 2)
+        with stderr_to(self.spark_log):
             yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
 
     def write_failure(self, exc: BaseException, diagnosis: Diagnosis) -> tuple[Path | None, str | None]:
         """Append the failure to Spark's log if it is still there, else write a new log. Returns the path, or
