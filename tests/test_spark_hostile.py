@@ -139,3 +139,32 @@ def test_a_kill_between_the_flush_and_its_timers_is_finished_by_the_rerun(spark:
     _run(spark, tmp_path / "in", base)
     assert sorted(p.name for p in (base / "out").rglob("*.jsonl")) == snapshot
     shutil.rmtree(base)
+
+
+def test_a_store_with_an_unreadable_version_runs_the_other_rules_and_reports_it(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    from test_store_unreadable import BAD_RULES, filled, payments
+
+    from sparkcep.rules.model import parse_rules
+    from sparkcep.store import open_store
+
+    spec = f"sqlite:{tmp_path / 'rules.db'}"
+    store = filled(spec, BAD_RULES["negative window"])  # version 2 of "big" says window -300000
+    _write(tmp_path / "in", 0, [line.encode() for line in payments()])
+    config = RunConfig(tmp_path / "in", tmp_path / "out", tmp_path / "ck", watermark_delay_ms=1_000, buckets=4)
+    summary = Pipeline(spark, None, config, store=open_store(spec)).run_until_caught_up()
+    assert summary.unreadable_rule_versions == 1
+    [record] = read_jsonl_dir(tmp_path / "out" / "_errors")
+    assert (record["rule_id"], record["version"]) == ("big", 2)
+    expected = canonical(oracle.evaluate(parse_rules(store.export()), payments()).outputs)
+    assert {r["rule_id"] for r in expected} == {"big", "count"}
+    assert read_all_outputs(tmp_path / "out") == expected
+    # Repaired through the store, the rule runs again for new input on the same checkpoint.
+    store.update("big", {"window": "5m"})
+    later = [json.dumps({"id": f"q{i}", "t": T0 + 600_000 + i * 1_000, "payerId": "a", "amount": 60}) for i in range(3)]
+    _write(tmp_path / "in", 1, [line.encode() for line in later])
+    again = Pipeline(spark, None, config, store=open_store(spec)).run_until_caught_up()
+    assert again.unreadable_rule_versions == 1  # version 2 stays in the history, unreadable
+    fired = {r["occurred_at"] for r in read_all_outputs(tmp_path / "out") if r["rule_id"] == "big"}
+    assert "2024-01-01T00:10:01.000Z" in fired  # 120 within 5 m: the repaired version alerts

@@ -178,17 +178,35 @@ _transition_command("resume", "resumes", RuleStore.resume)
 _transition_command("delete", "deletes", RuleStore.delete)
 
 
+def _unreadable_by_seq(store: RuleStore) -> dict[int, str]:
+    """seq -> why the version cannot be read (the job holds its rule paused)."""
+    return {item.version.seq: str(item.error) for item in store.unreadable()}
+
+
+def _state(version: StoredVersion, unreadable: dict[int, str]) -> str:
+    return "UNREADABLE (held paused)" if version.seq in unreadable else version.state
+
+
+def _summary(version: StoredVersion, unreadable: dict[int, str]) -> str:
+    return unreadable.get(version.seq) or summary_sentence(version.rule)
+
+
 @rules.command("list")
 @_store_option
 @_json_option
 def list_command(store_spec: str, as_json: bool) -> None:
     """The latest version of every rule that is not deleted."""
     with user_errors():
-        current = open_store(store_spec).current()
+        store = open_store(store_spec)
+        current = store.current()
+        unreadable = _unreadable_by_seq(store)
     if as_json:
-        click.echo(json.dumps([{**v.to_json(), "summary": summary_sentence(v.rule)} for v in current], indent=2))
+        items = [
+            {**v.to_json(), "summary": _summary(v, unreadable), "unreadable": v.seq in unreadable} for v in current
+        ]
+        click.echo(json.dumps(items, indent=2))
         return
-    rows = [[v.rule_id, str(v.version), v.state, _effective(v), summary_sentence(v.rule)] for v in current]
+    rows = [[v.rule_id, str(v.version), _state(v, unreadable), _effective(v), _summary(v, unreadable)] for v in current]
     _echo_table(["ID", "VERSION", "STATE", "EFFECTIVE FROM", "SUMMARY"], rows)
 
 
@@ -199,13 +217,19 @@ def list_command(store_spec: str, as_json: bool) -> None:
 def history_command(rule_id: str, store_spec: str, as_json: bool) -> None:
     """Every version of RULE_ID and what changed."""
     with user_errors():
-        versions = open_store(store_spec).history(rule_id)
+        store = open_store(store_spec)
+        versions = store.history(rule_id)
         if not versions:
             raise RuleError(rule_id, "id", "a rule id in the store", rule_id)
+        unreadable = _unreadable_by_seq(store)
     previous: list[dict[str, Any] | None] = [None, *(v.rule for v in versions[:-1])]
     if as_json:
         items = [
-            {**v.to_json(), "changes": {k: list(pair) for k, pair in definition_diff(before, v.rule).items()}}
+            {
+                **v.to_json(),
+                "changes": {k: list(pair) for k, pair in definition_diff(before, v.rule).items()},
+                "unreadable": unreadable.get(v.seq),
+            }
             for v, before in zip(versions, previous, strict=True)
         ]
         click.echo(json.dumps(items, indent=2))
@@ -216,9 +240,9 @@ def history_command(rule_id: str, store_spec: str, as_json: bool) -> None:
             str(v.version),
             v.recorded_at,
             _effective(v),
-            v.state,
+            _state(v, unreadable),
             v.author or "-",
-            describe_diff(before, v.rule),
+            unreadable.get(v.seq) or describe_diff(before, v.rule),
         ]
         for v, before in zip(versions, previous, strict=True)
     ]

@@ -74,6 +74,29 @@ class RuleFeed:
         self.delivered = max(self.delivered, log.seq)
 
 
+UNREADABLE_FILE = "unreadable-rule-versions.jsonl"
+
+
+def report_unreadable(store: RuleStore, errors_dir: Path) -> int:
+    """Write the store's unreadable versions (each holds its rule paused) to ``ERRORS/unreadable-rule-versions.jsonl``,
+    replacing the file (it lists what is unreadable now: a repaired rule drops out); return how many there are."""
+    unreadable = store.unreadable()
+    path = errors_dir / UNREADABLE_FILE
+    if unreadable or path.exists():
+        records = [
+            {
+                "rule_id": item.version.rule_id,
+                "version": item.version.version,
+                "seq": item.version.seq,
+                "error": str(item.error),
+                "effect": "the rule is held paused from this version's effective time until a readable version",
+            }
+            for item in unreadable
+        ]
+        write_atomically(path, "".join(json.dumps(record) + "\n" for record in records))
+    return len(unreadable)
+
+
 QUARANTINE_AUTHOR = "sparkcep quarantine"
 
 

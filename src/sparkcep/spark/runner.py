@@ -22,7 +22,7 @@ from sparkcep.errors import CheckpointMismatch
 from sparkcep.rules.model import RuleSet, rule_keys
 from sparkcep.spark.placement import balanced_bucket_keys, identity_bucket_keys
 from sparkcep.spark.query import QuerySpec, build_stream
-from sparkcep.spark.rulefeed import RuleFeed, quarantine
+from sparkcep.spark.rulefeed import RuleFeed, quarantine, report_unreadable
 from sparkcep.spark.sink import (
     DEADLETTER_DIR,
     ERRORS_DIR,
@@ -68,6 +68,7 @@ class RunSummary:
     late: int
     dead_letters: int
     rule_errors: int  # rules quarantined for a key after raising (records in _errors/)
+    unreadable_rule_versions: int  # rule-store versions that cannot be read: their rules held paused (_errors/)
     outputs: dict[str, int]
     max_event_time: str | None
     buffered_events_peak: int  # events held across micro-batches, largest batch
@@ -96,6 +97,7 @@ class Pipeline:
         self._query_checkpoint = config.checkpoint_dir / "query"
         self.feed = None if store is None else RuleFeed(store, self.control_dir, config.buckets)
         self.rules_seq = 0
+        self.unreadable_rule_versions = 0  # store versions no validation accepts (their rules are held paused)
         self.replan_needed = False
         self.bucket_keys: tuple[int, ...] = ()  # set by _check_checkpoint
         self._max_seen: int | None = None
@@ -114,6 +116,7 @@ class Pipeline:
         self.rules, self.rules_seq = log.rules, log.seq
         self.feed.delivered = log.seq  # the query starts with this log; no control record needed for it
         self.program = Program(self.rules)
+        self.unreadable_rule_versions = report_unreadable(self.feed.store, self.config.output_dir / ERRORS_DIR)
 
     def _after_batch(self, metrics: BatchMetrics) -> None:
         """Driver side, after each micro-batch: poll the rule store and hand changes to the next batch."""
@@ -126,10 +129,13 @@ class Pipeline:
             return
         if metrics.failed_rules:
             quarantine(self.feed.store, metrics.failed_rules)
-        if self.feed.poll(self._max_seen, self.rules) is None:
+        delivered = self.feed.poll(self._max_seen, self.rules)
+        if delivered is None:
             # A new grouping: Spark must route by it, so the query is planned again, and the new versions take
             # effect after the last event the old plan handled (start() assigns their time then).
             self.replan_needed = True
+        elif delivered is not False:
+            self.unreadable_rule_versions = report_unreadable(self.feed.store, self.config.output_dir / ERRORS_DIR)
 
     # -- checkpoint identity -----------------------------------------------------------------------
 
@@ -331,6 +337,7 @@ class Pipeline:
             late=sum(m.late for m in metrics),
             dead_letters=sum(m.dead for m in metrics),
             rule_errors=sum(m.errors for m in metrics),
+            unreadable_rule_versions=self.unreadable_rule_versions,
             outputs=dict(sorted(outputs.items())),
             max_event_time=format_iso(max(max_times)) if max_times else None,
             buffered_events_peak=max((m.buffered for m in metrics), default=0),

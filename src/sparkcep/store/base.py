@@ -65,14 +65,20 @@ class RuleStore(abc.ABC):
 
     def rule_set(self) -> RuleSet:
         """Every version in the log as a :class:`RuleSet` (versions the job has not timed yet take effect
-        right after their predecessors)."""
+        right after their predecessors; an unreadable version holds its rule paused, see :meth:`unreadable`)."""
         snapshot = self._snapshot()
         return plan.validate(snapshot.input, snapshot.versions)
 
-    def export(self) -> dict[str, Any]:
-        """A rule file of every version that ``load_rules`` accepts (durations and times written readably)."""
+    def unreadable(self) -> list[plan.Unreadable]:
+        """The versions no validation accepts, with the error: the job holds their rules paused."""
         snapshot = self._snapshot()
-        doc = plan.document(snapshot.input, snapshot.versions)
+        return list(plan.readable(snapshot.input, snapshot.versions).unreadable)
+
+    def export(self) -> dict[str, Any]:
+        """A rule file of every version that ``load_rules`` accepts (durations and times written readably): the log
+        as the job runs it, so an unreadable version is exported as the PAUSE it stands for."""
+        snapshot = self._snapshot()
+        doc = plan.document(snapshot.input, plan.readable(snapshot.input, snapshot.versions).versions)
         for rule in doc["rules"]:
             for key in _DURATIONS:
                 if isinstance(rule.get(key), int):

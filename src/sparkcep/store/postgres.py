@@ -11,7 +11,6 @@ in shell history, logs and rule-store listings): libpq takes them from ``PGPASSW
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
@@ -19,7 +18,7 @@ from urllib.parse import urlsplit
 
 from sparkcep.rules.model import InputSpec
 from sparkcep.store.base import RuleStore
-from sparkcep.store.records import Change, Snapshot, StoredVersion, StoreError, now_iso
+from sparkcep.store.records import Change, Snapshot, StoredVersion, StoreError, decoded_rule, now_iso
 
 if TYPE_CHECKING:
     import psycopg
@@ -201,7 +200,5 @@ def _row(version: StoredVersion, jsonb: Callable[[Any], Any]) -> tuple[Any, ...]
 
 
 def _version(row: tuple[Any, ...]) -> StoredVersion:
-    seq, _rule_id, version, effective_from_ms, _state, rule, recorded_at, author = row
-    if isinstance(rule, str):
-        rule = json.loads(rule)
-    return StoredVersion.create(seq, rule, effective_from_ms, recorded_at, author, version)
+    seq, rule_id, version, effective_from_ms, _state, rule, recorded_at, author = row
+    return StoredVersion.create(seq, decoded_rule(rule, rule_id), effective_from_ms, recorded_at, author, version)

@@ -6,6 +6,7 @@ These are plain values shared by every backend; the backends only decide how the
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,24 @@ from sparkcep.timeutil import format_iso
 # Completion and inactivity rules were recorded without versions before they had them: such an entry (no
 # effective_from in its definition) is version 1, in effect from the beginning, as it was when it was recorded.
 _RECORDED_UNVERSIONED = ("completion", "inactivity")
+
+
+UNREADABLE_TYPE = "unreadable"  # the type given to a record whose rule is not a JSON object (never valid)
+
+
+def decoded_rule(text: Any, rule_id: str) -> dict[str, Any]:
+    """A stored rule as a dict: a record whose rule column holds no JSON object (written by hand, damaged)
+    becomes a rule of the type "unreadable" that no validation accepts, so the store can still be read and
+    the rule is reported and held paused instead of stopping every reader (see sparkcep.store.versions)."""
+    value = text
+    if isinstance(text, str | bytes):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = None
+    if isinstance(value, dict):
+        return value if "id" in value else {**value, "id": rule_id}
+    return {"id": rule_id, "type": UNREADABLE_TYPE, "stored_text": str(text)[:200]}
 
 
 class StoreError(SparkcepError):
@@ -86,10 +105,11 @@ class StoredVersion:
     def from_json(cls, data: dict[str, Any]) -> StoredVersion:
         return cls.create(
             int(data["seq"]),
-            dict(data["rule"]),
+            decoded_rule(data.get("rule"), str(data.get("rule_id"))),
             data.get("effective_from_ms"),
             str(data["recorded_at"]),
             data["author"],
+            data["version"] if type(data.get("version")) is int else None,  # the record's number is authoritative
         )
 
 

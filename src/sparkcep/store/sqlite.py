@@ -18,7 +18,7 @@ from typing import Any
 
 from sparkcep.rules.model import InputSpec
 from sparkcep.store.base import RuleStore
-from sparkcep.store.records import Change, Snapshot, StoredVersion, StoreError, now_iso
+from sparkcep.store.records import Change, Snapshot, StoredVersion, StoreError, decoded_rule, now_iso
 
 # Each migration is a list of statements applied in one transaction; append, never edit a released one.
 MIGRATIONS: list[tuple[str, ...]] = [
@@ -169,5 +169,5 @@ def _row(version: StoredVersion) -> tuple[Any, ...]:
 
 
 def _version(row: tuple[Any, ...]) -> StoredVersion:
-    seq, _rule_id, version, effective_from_ms, _state, rule_json, recorded_at, author = row
-    return StoredVersion.create(seq, json.loads(rule_json), effective_from_ms, recorded_at, author, version)
+    seq, rule_id, version, effective_from_ms, _state, rule_json, recorded_at, author = row
+    return StoredVersion.create(seq, decoded_rule(rule_json, rule_id), effective_from_ms, recorded_at, author, version)

@@ -77,8 +77,10 @@ def latest_by_id(versions: Iterable[StoredVersion]) -> dict[str, StoredVersion]:
 
 
 def latest_version(snapshot: Snapshot, rule_id: str) -> StoredVersion:
-    """The latest version of ``rule_id``, which must be in the store."""
-    latest = latest_by_id(snapshot.versions).get(rule_id)
+    """The latest version of ``rule_id`` as the job runs it, which must be in the store: a version that cannot be
+    read stands for a PAUSE of the latest readable one, so an update or a state change starts from that."""
+    latest = latest_by_id(readable(snapshot.input, snapshot.versions).versions).get(rule_id)
+    latest = latest or latest_by_id(snapshot.versions).get(rule_id)
     if latest is None:
         raise RuleError(rule_id, "id", "a rule id in the store (use 'add' for a new rule)", rule_id)
     return latest
@@ -100,6 +102,8 @@ def plan_versions(
     rule, or when the entries of its rule start with that rule's whole history (a re-imported export).
     """
     latest = latest_by_id(snapshot.versions)
+    # The type a rule keeps is its readable versions' type: an unreadable record's "type" says nothing.
+    typed = latest_by_id(readable(snapshot.input, snapshot.versions).versions)
     known = _known_prefix(snapshot, entries) if skip_unchanged else {}
     seen: dict[str, int] = {}
     planned: list[StoredVersion] = []
@@ -113,17 +117,25 @@ def plan_versions(
             if new_ids_only and previous.seq <= snapshot.head:
                 expected = "an id not yet in the store (use 'update' for a new version)"
                 raise RuleError(entry.rule_id, "id", expected, entry.rule_id)
-            if entry.rule["type"] != previous.rule_type:
-                expected = f"a {previous.rule_type} rule like its earlier versions (a rule keeps its type)"
+            kind = typed.get(entry.rule_id, previous).rule_type
+            if entry.rule["type"] != kind:
+                expected = f"a {kind} rule like its earlier versions (a rule keeps its type)"
                 raise RuleError(entry.rule_id, "type", expected, entry.rule["type"])
             version = previous.version + 1
         if check_versions and entry.given_version is not None and entry.given_version != version:
             raise RuleError(entry.rule_id, "version", f"{version} (the store numbers versions)", entry.given_version)
         seq = (planned[-1].seq if planned else snapshot.head) + 1
         stored = StoredVersion.create(seq, entry.rule, entry.effective_from_ms(), recorded_at, author, version)
-        latest[entry.rule_id] = stored
+        latest[entry.rule_id] = typed[entry.rule_id] = stored
         planned.append(stored)
-    validate(snapshot.input, [*snapshot.versions, *planned])
+    # Only what this write adds must be valid: a version that cannot be read, already in the log, must not stop
+    # the writes (a delete or an update) that repair it.
+    log = readable(snapshot.input, [*snapshot.versions, *planned])
+    new = {version.seq for version in planned}
+    for bad in log.unreadable:
+        if bad.version.seq in new:
+            raise bad.error
+    _rule_set(snapshot.input, log)
     return tuple(planned)
 
 
@@ -176,11 +188,89 @@ def document(input_spec: InputSpec, versions: Iterable[StoredVersion]) -> dict[s
     return {"input": input_spec.model_dump(mode="json"), "rules": filled_rules(versions)}
 
 
+@dataclass(frozen=True)
+class Unreadable:
+    """A stored version that no validation accepts (written by hand, damaged, from a newer sparkcep), and why."""
+
+    version: StoredVersion
+    error: RuleError
+
+
+@dataclass(frozen=True)
+class ReadableLog:
+    """The log as the job runs it: each unreadable version replaced by a PAUSE of its rule's latest readable
+    version (same version number and effective time), or left out when the rule has none before it."""
+
+    versions: tuple[StoredVersion, ...]
+    unreadable: tuple[Unreadable, ...]
+
+
+def readable(input_spec: InputSpec, versions: Sequence[StoredVersion]) -> ReadableLog:
+    """Separate what can be run from what cannot, deterministically from the log alone.
+
+    One bad record must not stop the job or jam the store: its rule is held paused from the bad version's
+    effective time (the other rules go on) until a later readable version, e.g. a ``rules update``; a replay of
+    the same log holds it paused at the same time. A rule whose readable versions still clash with another rule
+    (an output name, a type) is left out whole.
+    """
+    kept: list[StoredVersion] = []
+    bad: list[Unreadable] = []
+    good: dict[str, StoredVersion] = {}
+    for version in versions:
+        error = _version_error(input_spec, version, good.get(version.rule_id))
+        if error is None:
+            good[version.rule_id] = version
+            kept.append(version)
+            continue
+        bad.append(Unreadable(version, error))
+        if version.rule_id in good:
+            kept.append(_held_paused(good[version.rule_id], version))
+    while kept:
+        try:
+            parse_rules(document(input_spec, kept))
+            break
+        except RuleError as exc:
+            culprits = [version for version in kept if version.rule_id == exc.rule_id]
+            if not culprits:
+                raise
+            bad.extend(Unreadable(version, exc) for version in culprits)
+            kept = [version for version in kept if version.rule_id != exc.rule_id]
+    return ReadableLog(tuple(kept), tuple(sorted(bad, key=lambda item: item.version.seq)))
+
+
+def _version_error(input_spec: InputSpec, version: StoredVersion, previous: StoredVersion | None) -> RuleError | None:
+    if previous is not None and version.rule_type != previous.rule_type:
+        expected = f"a {previous.rule_type} rule like its earlier versions (a rule keeps its type)"
+        return RuleError(version.rule_id, "type", expected, version.rule_type)
+    if previous is not None and version.version <= previous.version:
+        return RuleError(version.rule_id, "version", f"a number above {previous.version}", version.version)
+    try:
+        parse_rules(document(input_spec, [version]))
+    except RuleError as exc:
+        return exc
+    return None
+
+
+def _held_paused(previous: StoredVersion, version: StoredVersion) -> StoredVersion:
+    rule = {**previous.rule, "state": "PAUSE"}
+    if previous.rule_type == "aggregate":
+        rule["clear_state"] = False
+    return StoredVersion.create(
+        version.seq, rule, version.effective_from_ms, version.recorded_at, version.author, version.version
+    )
+
+
 def validate(input_spec: InputSpec, versions: Sequence[StoredVersion]) -> RuleSet:
-    """The log as a :class:`RuleSet`; raises :class:`RuleError` (naming rule and field) when it is not valid."""
-    if not versions:
-        raise RuleError("<store>", "rules", "at least one rule in the store", 0)
-    return parse_rules(document(input_spec, versions))
+    """The runnable log as a :class:`RuleSet` (see :func:`readable`); raises :class:`RuleError` when nothing in
+    the store can run."""
+    return _rule_set(input_spec, readable(input_spec, versions))
+
+
+def _rule_set(input_spec: InputSpec, log: ReadableLog) -> RuleSet:
+    if not log.versions:
+        got = f"{len(log.unreadable)} unreadable versions" if log.unreadable else 0
+        raise RuleError("<store>", "rules", "at least one readable rule in the store", got)
+    return parse_rules(document(input_spec, log.versions))
 
 
 _TRANSITIONS = {
