@@ -9,7 +9,11 @@ Part two kills ``sparkcep run --until-caught-up`` with SIGKILL at random moments
 end-of-input phase, right after the flush record appears), reruns it to the end on the same checkpoint and
 compares every output with an uninterrupted run: nothing lost, nothing duplicated.
 
-    .venv/bin/python bench/run_reliability_trial.py --kills 20 --hostile 10000
+    .venv/bin/python bench/run_reliability_trial.py --kills 24 --hostile 10000 --rule-files 250
+
+Part three writes malformed rule files (sparkcep.simulate.hostile.hostile_rule_documents) and runs
+``sparkcep rules validate`` on each: a refusal must be a message, never a traceback, and a file it accepts is
+run through the engine over simulated orders, which must neither raise nor take more than 10 s.
 
 Prints one JSON summary; exits 1 if any check failed.
 """
@@ -35,7 +39,7 @@ from sparkcep.core.lines import is_blank
 from sparkcep.outputs import canonical, read_all_outputs, read_jsonl_dir
 from sparkcep.rules.model import load_rules
 from sparkcep.simulate import generate_orders
-from sparkcep.simulate.hostile import Shape, hostile_lines
+from sparkcep.simulate.hostile import Shape, hostile_lines, hostile_rule_documents
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "examples" / "orders.rules.json"
@@ -119,6 +123,35 @@ def hostile_part(work: Path, count: int) -> dict[str, Any]:
     }
 
 
+def rule_files_part(work: Path, count: int) -> dict[str, Any]:
+    """Malformed rule files through ``sparkcep rules validate`` (a process each); accepted ones run in the engine."""
+    from sparkcep.core.local import LocalRunner
+    from sparkcep.core.program import Program
+
+    examples = [json.loads(path.read_text()) for path in sorted((ROOT / "examples").glob("*.rules.json"))]
+    folder = work / "rule-files"
+    folder.mkdir(parents=True, exist_ok=True)
+    events = [line for path in sorted((work / "clean").glob("part-*.jsonl")) for line in path.read_text().splitlines()]
+    counts: Counter[str] = Counter()
+    for index, (kind, data) in enumerate(hostile_rule_documents(examples, count, seed=3)):
+        path = folder / f"{index:04d}-{kind}.json"
+        path.write_bytes(data)
+        command = [SPARKCEP, "rules", "validate", str(path)]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+        counts["traceback"] += "Traceback" in done.stderr + done.stdout
+        if done.returncode != 0:
+            counts["refused with a message"] += bool(done.stderr.strip())
+            continue
+        counts["accepted"] += 1
+        started = time.monotonic()
+        try:
+            LocalRunner(Program(load_rules(path)), 5_000).run([events[:2_000]])
+        except Exception:  # counting what the job would have met
+            counts["accepted but crashed the engine"] += 1
+        counts["accepted but slower than 10 s"] += time.monotonic() - started > 10
+    return {"rule_files": count, **counts}
+
+
 def kill_part(work: Path, kills: int, seed: int) -> dict[str, Any]:
     input_dir = work / "orders"
     generate_orders(input_dir, 20_000, seed=3, files=6, overwrite=True)
@@ -176,6 +209,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--hostile", type=int, default=10_000)
+    parser.add_argument("--rule-files", type=int, default=250)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args()
@@ -184,6 +218,10 @@ def main() -> int:
     report: dict[str, Any] = {"workdir": str(work)}
     if args.hostile:
         report["hostile"] = hostile_part(work, args.hostile)
+    if args.rule_files:
+        if not (work / "clean").is_dir():
+            generate_orders(work / "clean", 20_000, seed=11, files=4, overwrite=True)
+        report["rule_files"] = rule_files_part(work, args.rule_files)
     if args.kills:
         report["kills"] = kill_part(work, args.kills, args.seed)
     print(json.dumps(report, indent=1))
@@ -195,6 +233,7 @@ def main() -> int:
         and kills.get("lost", 0) == 0
         and kills.get("duplicated", 0) == 0
         and kills.get("failed_reruns", 0) == 0
+        and not any(report.get("rule_files", {}).get(key) for key in ("traceback", "accepted but crashed the engine"))
     )
     return 0 if ok else 1
 

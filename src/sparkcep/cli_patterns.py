@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +23,11 @@ def patterns() -> None:
 def _load(path: Path) -> list[tuple[str, Any]]:
     """(label, pattern processor or bare pattern) pairs from a file; raises sparkcep errors."""
     from sparkcep.cep import parse_pattern
+    from sparkcep.rules.documents import read_document_file
     from sparkcep.rules.model import parse_rules
     from sparkcep.rules.pattern import PatternRule
 
-    text = path.read_text(encoding="utf-8")
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise RuleError("<file>", str(path), "valid JSON", f"{exc.msg} at line {exc.lineno}") from None
+    raw = read_document_file(path)
     if isinstance(raw, dict) and "stages" in raw:
         return [("pattern", parse_pattern(raw))]
     if isinstance(raw, dict) and raw.get("type") == "pattern":

@@ -54,14 +54,11 @@ def user_errors() -> Iterator[None]:
 
 def _read_json(text: str) -> Any:
     """A JSON object given inline, or the path of a JSON file."""
+    from sparkcep.rules.documents import parse_document, read_document_file
+
     if text.lstrip().startswith(("{", "[")):
-        source, content = "<argument>", text
-    else:
-        source, content = text, Path(text).read_text(encoding="utf-8")
-    try:
-        return json.loads(content)
-    except json.JSONDecodeError as exc:
-        raise RuleError("<file>", source, "valid JSON", f"{exc.msg} at line {exc.lineno}") from None
+        return parse_document(text, "<argument>")
+    return read_document_file(text)
 
 
 def _effective(version: StoredVersion) -> str:

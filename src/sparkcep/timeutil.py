@@ -38,7 +38,10 @@ _DURATION_UNITS_MS = {
     "week": 604_800_000,
     "weeks": 604_800_000,
 }
-_DURATION_RE = re.compile(r"^\s*(\d+)\s*([a-z]+)\s*$")
+_DURATION_RE = re.compile(r"^\s*([0-9]{1,15})\s*([a-z]+)\s*$")
+# Deadlines, windows, timeouts and 'within' are added to event times that end in 2261: a century keeps every
+# timer a valid time (a deadline of 10^20 days crashed the job when it set its timer, on every restart).
+MAX_DURATION_MS = 100 * 365 * 86_400_000
 
 
 def parse_duration(text: str | int) -> int:
@@ -46,14 +49,15 @@ def parse_duration(text: str | int) -> int:
     if isinstance(text, bool):
         raise DurationError(f"expected a duration such as '30m' or '7d', got {text!r}")
     if isinstance(text, int):
-        if text < 0:
-            raise DurationError(f"expected a non-negative duration, got {text!r}")
-        return text
-    match = _DURATION_RE.match(text.lower())
-    if match is None or match.group(2) not in _DURATION_UNITS_MS:
+        ms = text
+    elif isinstance(text, str) and (match := _DURATION_RE.match(text.lower())) and match.group(2) in _DURATION_UNITS_MS:
+        ms = int(match.group(1)) * _DURATION_UNITS_MS[match.group(2)]
+    else:
         units = ", ".join(sorted({"ms", "s", "m", "h", "d", "w"}))
-        raise DurationError(f"expected a duration such as '30m' or '7d' (units {units}), got {text!r}")
-    return int(match.group(1)) * _DURATION_UNITS_MS[match.group(2)]
+        raise DurationError(f"expected a duration such as '30m' or '7d' (units {units}), got {str(text)[:80]!r}")
+    if not 0 <= ms <= MAX_DURATION_MS:
+        raise DurationError(f"expected a duration from 0 to 100 years ({MAX_DURATION_MS} ms), got {str(text)[:80]!r}")
+    return ms
 
 
 def format_duration(ms: int) -> str:

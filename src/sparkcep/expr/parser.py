@@ -159,7 +159,10 @@ class _Parser:
     def in_items(self) -> tuple[Node, ...]:
         if not self.at("op", "("):
             raise self.fail("'(' with the list of values after 'in'")
-        return self.arguments(self.advance())
+        items = self.arguments(self.advance())
+        if not items:  # "x in ()" is false for every x: a rule that can never fire is a mistake
+            raise self.fail("at least one value in the list after 'in'")
+        return items
 
     def arguments(self, opener: Token) -> tuple[Node, ...]:
         """Comma-separated expressions up to the ')' matching ``opener`` (already consumed)."""

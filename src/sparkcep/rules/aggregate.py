@@ -23,7 +23,7 @@ from __future__ import annotations
 from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal, InvalidOperation
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from sparkcep.errors import DurationError
 from sparkcep.timeutil import parse_duration, parse_event_time
@@ -128,7 +128,7 @@ class AggregateRule(BaseModel):
     limit: Decimal
     window_ms: int = Field(alias="window")
     filter: str | None = None
-    event_types_: tuple[str, ...] | None = Field(default=None, alias="event_types")
+    event_types_: tuple[str, ...] | None = Field(default=None, alias="event_types", min_length=1)
     output_event: str = "ALERT"
     # Bucketed pre-aggregation: trade precision at the window's start for state size (None: exact).
     resolution_ms: int | None = Field(default=None, alias="resolution")
@@ -203,6 +203,13 @@ class DemoRule(BaseModel):
     @classmethod
     def _op(cls, value: object) -> str | None:
         return None if value is None else _operator(value)
+
+    @field_validator("controlType")
+    @classmethod
+    def _control(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and info.data.get("ruleState") != "CONTROL":
+            raise ValueError(f"no controlType on a rule whose ruleState is not CONTROL, got {value!r}")
+        return value
 
     def to_rule(self, version: int) -> dict[str, Any]:
         """The equivalent entry in sparkcep's form (validated again as an :class:`AggregateRule`)."""

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sparkcep.errors import DurationError, RuleError
 from sparkcep.rules.aggregate import AggregateRule, DemoRule
+from sparkcep.rules.documents import read_document_file
 from sparkcep.rules.pattern import PatternRule, check_pattern_rule
 from sparkcep.timeutil import parse_duration, parse_event_time
 
@@ -38,6 +39,9 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # digits first too: the dem
 # Output names become directories under OUTPUT/; names starting with "_" are reserved for
 # _deadletter, _late and _errors.
 _OUTPUT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+# Output names become directory names and, with a prefix, Kafka topics (at most 249 characters); rule ids
+# appear in file names of the console and in every record: both are bounded.
+MAX_NAME_LENGTH = 200
 
 
 class _Frozen(BaseModel):
@@ -56,10 +60,10 @@ def _duration_ms(value: object) -> int:
 class InputSpec(_Frozen):
     """Where the engine finds event time, event type and event id in every input record."""
 
-    time_field: str = "occurred_at"
+    time_field: str = Field(default="occurred_at", min_length=1)
     # None: the input has no event type field (every event is of the one unnamed type "")
-    type_field: str | None = "event_type"
-    id_field: str = "event_id"
+    type_field: str | None = Field(default="event_type", min_length=1)
+    id_field: str = Field(default="event_id", min_length=1)
 
 
 class _VersionFields(_Frozen):
@@ -170,8 +174,9 @@ def _rule_label(raw: Any, index: int) -> str:
 
 def _check_outputs(rule: AnyRule, outputs: dict[str, AnyRule]) -> None:
     for name in rule.output_types:
-        if not _OUTPUT_NAME.match(name):
-            raise RuleError(rule.id, "output event", "a name of letters, digits, '_' or '-'", name)
+        if not _OUTPUT_NAME.match(name) or len(name) > MAX_NAME_LENGTH:
+            expected = f"a name of letters, digits, '_' or '-', at most {MAX_NAME_LENGTH} characters"
+            raise RuleError(rule.id, "output event", expected, name[:80])
         owner = outputs.setdefault(name, rule)
         # Aggregate rules may share an output ("ALERT"); other rules own theirs (all versions of a rule share).
         shared = isinstance(owner, AggregateRule) and isinstance(rule, AggregateRule)
@@ -196,8 +201,9 @@ def _check_semantics(rules: RuleSet) -> None:
     versions: set[tuple[str, int]] = set()
     outputs: dict[str, AnyRule] = {}
     for rule in rules.rules:
-        if not _NAME.match(rule.id):
-            raise RuleError(rule.id, "id", "letters, digits, '_', '.', '-' starting with a letter or digit", rule.id)
+        if not _NAME.match(rule.id) or len(rule.id) > MAX_NAME_LENGTH:
+            expected = f"letters, digits, '_', '.', '-' starting with a letter or digit, at most {MAX_NAME_LENGTH}"
+            raise RuleError(rule.id[:80], "id", expected, rule.id[:80])
         earlier = seen_ids.setdefault(rule.id, rule)
         # Each entry with the same id is one version of that rule: all of one type, each number once.
         if type(rule) is not type(earlier):
@@ -288,9 +294,4 @@ def parse_rules(raw: Any) -> RuleSet:
 
 def load_rules(path: str | Path) -> RuleSet:
     """Read and validate a JSON rule file."""
-    text = Path(path).read_text(encoding="utf-8")
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise RuleError("<file>", str(path), "valid JSON", f"{exc.msg} at line {exc.lineno}") from None
-    return parse_rules(raw)
+    return parse_rules(read_document_file(path))

@@ -37,7 +37,7 @@ class PatternRule(BaseModel):
     effective_from_ms: int = Field(default=0, alias="effective_from")
     state: Literal["ACTIVE", "PAUSE", "DELETE"] = "ACTIVE"
     key: tuple[str, ...] = Field(min_length=1)
-    event_types_: tuple[str, ...] | None = Field(default=None, alias="event_types")
+    event_types_: tuple[str, ...] | None = Field(default=None, alias="event_types", min_length=1)
     pattern: dict[str, Any]
     output: PatternOutput = PatternOutput()
     # What happens to the previous version's partial matches when this version takes effect.

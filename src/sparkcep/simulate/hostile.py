@@ -95,3 +95,67 @@ def hostile_lines(events: list[Event], count: int, shape: Shape, seed: int = 1) 
     for index in range(count):
         kind = kinds[index % len(kinds)]
         yield kind, hostile_line(kind, rng.choice(events), rng, shape)
+
+
+# -- hostile rule documents -----------------------------------------------------------------------------
+
+_RULE_VALUES: tuple[object, ...] = (
+    None, True, -1, 0, 1.5, 10**30, "", " ", "x" * 300, "1e999999999", "NaN", "100000000000000000000d",
+    "100000000000w", "-5m", [], {}, [[[]]], "\u0000", "a\u001fb", "\U0001f600", 10**9,
+)  # fmt: skip
+_EXPRESSIONS = (
+    "x in ()", "(" * 200 + "x" + ")" * 200, "not " * 300 + "x", "amount > 1e999999999", "last(zz).x > 1",
+    "amount >", "'unterminated", "x ~ 1", "__import__('os')", "first(b).x > 0",
+)  # fmt: skip
+
+
+def _mutate(value: Any, rng: random.Random, depth: int = 0) -> Any:
+    """One random field somewhere in ``value`` replaced by a hostile value, removed, or a condition garbled."""
+    if isinstance(value, dict) and value and depth < 6:
+        key = rng.choice(sorted(value))
+        out = dict(value)
+        roll = rng.random()
+        if roll < 0.15:
+            del out[key]
+        elif roll < 0.55:
+            out[key] = _mutate(value[key], rng, depth + 1)
+        elif key in ("where", "until", "filter"):
+            out[key] = rng.choice(_EXPRESSIONS)
+        else:
+            out[key] = rng.choice(_RULE_VALUES)
+        return out
+    if isinstance(value, list) and value and depth < 6:
+        out_list = list(value)
+        index = rng.randrange(len(out_list))
+        out_list[index] = _mutate(out_list[index], rng, depth + 1)
+        return out_list
+    return rng.choice(_RULE_VALUES)
+
+
+_DOCUMENT_KINDS = ("mutated", "mutated", "mutated", "invalid_utf8", "deep_nesting", "truncated", "nul", "not_json")
+
+
+def hostile_rule_documents(documents: list[Any], count: int, seed: int = 1) -> Iterator[tuple[str, bytes]]:
+    """``(kind, file bytes)`` for ``count`` malformed rule files made from well-formed ``documents``: mutated
+    fields (one to three), bytes that are not UTF-8, deep nesting, truncation, a NUL byte, not JSON at all."""
+    rng = random.Random(seed)
+    for index in range(count):
+        document = rng.choice(documents)
+        kind = _DOCUMENT_KINDS[index % len(_DOCUMENT_KINDS)]
+        if kind == "mutated":
+            for _ in range(rng.randint(1, 3)):
+                document = _mutate(document, rng)
+            yield kind, json.dumps(document).encode()
+        elif kind == "invalid_utf8":
+            data = json.dumps(document).encode()
+            at = rng.randrange(len(data))
+            yield kind, data[:at] + b"\xff\xfe" + data[at:]
+        elif kind == "deep_nesting":
+            yield kind, json.dumps({"rules": []})[:-2].encode() + b"[" * 100_000 + b"]" * 100_000 + b"]}"
+        elif kind == "truncated":
+            data = json.dumps(document).encode()
+            yield kind, data[: rng.randrange(1, len(data))]
+        elif kind == "nul":
+            yield kind, json.dumps(document).encode().replace(b'"', b'"\x00', 1)
+        else:
+            yield kind, b"rules: not json"

@@ -9,12 +9,12 @@ included, is shared here so SQLite, the JSON file and a later PostgreSQL store b
 from __future__ import annotations
 
 import abc
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from sparkcep.errors import RuleError
+from sparkcep.rules.documents import read_document_file
 from sparkcep.rules.model import InputSpec, RuleSet
 from sparkcep.store import versions as plan
 from sparkcep.store.records import Change, Snapshot, StoredVersion, now_iso
@@ -156,12 +156,7 @@ class RuleStore(abc.ABC):
 
     def import_file(self, path: str | Path, author: str | None = None) -> list[StoredVersion]:
         """Load a rule file (demo form or own form) as new versions; see :meth:`import_document`."""
-        text = Path(path).read_text(encoding="utf-8")
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise RuleError("<file>", str(path), "valid JSON", f"{exc.msg} at line {exc.lineno}") from None
-        return self.import_document(raw, author)
+        return self.import_document(read_document_file(path), author)
 
     def import_document(
         self, document: Any, author: str | None = None, *, new_ids_only: bool = False

@@ -63,7 +63,7 @@ class JsonFileStore(RuleStore):
                 )
             versions = tuple(StoredVersion.from_json(item) for item in doc["versions"])
             return Snapshot(InputSpec.model_validate(doc["input"]), versions)
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
             raise StoreError(f"rule store {self.path} cannot be read: {exc}") from exc
 
     def _transaction(self, planner: Callable[[Snapshot], Change]) -> Change:

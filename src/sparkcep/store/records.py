@@ -31,7 +31,7 @@ def decoded_rule(text: Any, rule_id: str) -> dict[str, Any]:
     if isinstance(text, str | bytes):
         try:
             value = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             value = None
     if isinstance(value, dict):
         return value if "id" in value else {**value, "id": rule_id}
