@@ -174,7 +174,7 @@ def test_delete_forgets_stored_events_and_a_later_version_starts_empty() -> None
 def test_state_is_dropped_once_the_widest_window_has_passed() -> None:
     runner = LocalRunner(Program(rules(rule())), 0, buckets=1)
     runner.run([[tx(1, T0)], [tx(2, T0 + HOUR, payer=99)]], finish=True)
-    assert len(runner.snapshots) == 1  # only payer 99 is still within its window
+    assert len(runner.key_states()) == 1  # only payer 99 is still within its window
 
 
 @pytest.mark.parametrize(
@@ -227,10 +227,7 @@ def test_resolution_pre_aggregates_per_step_and_counts_whole_steps_at_the_window
     assert [a["events_in_window"] for a in alerts(bucketed, lines)][-1] == 1
     runner = LocalRunner(Program(bucketed), 0, buckets=1)
     runner.run([[tx(n, T0 + n * 1_000) for n in range(1, 50)]], finish=True)
-    (blob,) = runner.snapshots.values()
-    from sparkcep.core.engine import BucketState
-
-    (key_state,) = BucketState.from_bytes(blob).keys.values()
+    (key_state,) = runner.key_states()
     assert len(key_state[1][0][1][0]) == 1  # 49 events in one minute: one stored step
 
 
@@ -274,13 +271,10 @@ def test_quarantine_pauses_the_failed_rule_in_the_store(tmp_path: Path) -> None:
 
 
 def test_state_stays_bounded_by_the_window_however_long_the_history() -> None:
-    from sparkcep.core.engine import BucketState
-
     runner = LocalRunner(Program(rules(rule(window="10s"))), 0, buckets=1)
     for batch in range(20):  # 2,000 events of one key, one per second: about 10 live at any time
         runner.run_batch([tx(batch * 100 + n, T0 + (batch * 100 + n) * 1_000) for n in range(100)])
-    (blob,) = runner.snapshots.values()
-    (key_state,) = BucketState.from_bytes(blob).keys.values()
+    (key_state,) = runner.key_states()
     stored_times = key_state[1][0][1][0]
     assert len(stored_times) <= 2 * 11  # live entries plus at most as many expired ones before compaction
 

@@ -538,3 +538,32 @@ def test_example_rule_files_load_and_match_the_inline_rules() -> None:
     examples = Path(__file__).resolve().parents[1] / "examples"
     assert load_rules(examples / "orders.rules.json") == ORDERS
     assert load_rules(examples / "devices.rules.json") == DEVICES
+
+
+def test_with_a_watermark_delay_the_run_ends_where_events_no_rule_takes_moved_the_watermark() -> None:
+    # The order rule is paused at 00:30, so the tracks after it are read by no rule; they still move a live job's
+    # watermark past the order's deadline (00:20 + 7 d is far; here a 20-minute deadline makes it 00:40).
+    rule = {**ORDER_RULE, "deadline": "20m"}
+    rules = parse_rules({"rules": [rule, {**rule, "version": 2, "state": "PAUSE", "effective_from": at("00:30:00")}]})
+    lines = [order(at("00:20:00")), line("OTHER", at("00:29:00")), line("OTHER", at("01:00:00"))]
+    assert evaluate(rules, lines).outputs == []  # ends at the last accepted event, 00:20
+    [timeout] = evaluate(rules, lines, watermark_delay_ms=5_000).outputs  # ends at 00:59:55
+    assert (timeout["event_type"], timeout["occurred_at"]) == ("THRESHOLD_EXCEEDED", "2024-01-01T00:40:00.000Z")
+    assert evaluate(rules, lines, watermark_delay_ms=21 * MINUTE).outputs == []  # ends at 00:39
+    assert evaluate(rules, lines, until=at("00:50:00")).outputs == [timeout]
+
+
+def test_the_command_line_takes_the_watermark_delay(tmp_path: Path) -> None:
+    rule = {**ORDER_RULE, "deadline": "20m"}
+    (tmp_path / "rules.json").write_text(
+        json.dumps({"rules": [rule, {**rule, "version": 2, "state": "PAUSE", "effective_from": at("00:30:00")}]})
+    )
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_text(f"{order(at('00:20:00'))}\n{line('OTHER', at('01:00:00'))}\n")
+    counts = []
+    for extra in ([], ["--watermark-delay", "5s"]):
+        out = tmp_path / f"out{len(extra)}.jsonl"
+        assert main(["--rules", str(tmp_path / "rules.json"), "--input", str(tmp_path / "in"), "--output", str(out),
+                     *extra]) == 0  # fmt: skip
+        counts.append(len(out.read_text().splitlines()))
+    assert counts == [0, 1]

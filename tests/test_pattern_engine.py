@@ -162,7 +162,7 @@ def test_delete_drops_partial_matches_and_state_and_pause_stops_matching() -> No
     deleted = [rule, {**rule, "version": 2, "state": "DELETE", "effective_from": T0 + MINUTE}]
     runner = LocalRunner(Program(ruleset(*deleted)), DELAY)
     result = runner.run([[pay(T0, "e1", "a"), pay(T0 + 30 * MINUTE, "x", "x", card="c2")]])
-    assert result.outputs == [] and runner.snapshots == {}  # no timeout at 00:10: the match went at 00:01
+    assert result.outputs == [] and runner.key_states() == []  # no timeout at 00:10: the match went at 00:01
     paused = [rule, {**rule, "version": 2, "state": "PAUSE", "effective_from": T0 + MINUTE},
               {**rule, "version": 3, "state": "ACTIVE", "effective_from": T0 + 3 * MINUTE}]  # fmt: skip
     lines = [pay(T0 + 2 * MINUTE, "e1", "a"), pay(T0 + 4 * MINUTE, "e2", "b", 5), pay(T0 + 5 * MINUTE, "e3", "a"),
@@ -178,10 +178,11 @@ def test_a_version_learned_late_still_takes_effect_at_its_own_event_time() -> No
     live.run([[pay(T0, "e1", "a"), pay(T0 + 11 * MINUTE, "x1", "x")]], finish=False)  # e1 in, with its timer
     deleted = [rule, {**rule, "version": 2, "state": "DELETE", "effective_from": T0 + 2 * MINUTE}]
     later = LocalRunner(Program(ruleset(*deleted)), DELAY)
-    later.snapshots, later.watermark = live.snapshots, live.watermark
+    later.restore(live.snapshot())
+    later.watermark = live.watermark
     # (The deleted processor accepts nothing more, so the second batch is what moves its timer past 00:02.)
     result = later.run([[pay(T0 + 30 * MINUTE, "x2", "x", card="c2")], [pay(T0 + 31 * MINUTE, "x3", "x")]])
-    assert (result.outputs, result.errors, later.snapshots) == ([], [], {})
+    assert (result.outputs, result.errors, later.key_states()) == ([], [], [])
 
 
 # -- isolation
@@ -204,7 +205,7 @@ def test_partial_matches_survive_a_restart_from_the_state_snapshots() -> None:
     first = LocalRunner(program, DELAY)
     first.run([[pay(T0, "e1", "a", 1), pay(T0 + MINUTE, "x1", "x")]], finish=False)
     restarted = LocalRunner(Program(ruleset(rule)), DELAY)
-    restarted.snapshots = pickle.loads(pickle.dumps(first.snapshots))
+    restarted.restore(pickle.loads(pickle.dumps(first.snapshot())))
     restarted.watermark = first.watermark
     result = restarted.run([[pay(T0 + 20 * MINUTE, "e2", "b", 3)]])
     assert matches(result) == [("P", "2024-01-01T00:20:00.000Z", {"a": ["e1"], "b": ["e2"]})]

@@ -269,7 +269,7 @@ def test_a_version_that_arrives_while_a_key_is_idle_takes_effect_at_its_own_even
     final = ruleset(completion(), inactivity(), change)
     live = LocalRunner(Program(first), 1_000, buckets=2)
     outputs = live.run([before], finish=False).outputs
-    assert any(ks[1] for blob in live.snapshots.values() for ks in BucketState.from_bytes(blob).keys.values())
+    assert any(ks[1] for ks in live.key_states())
     live.program, live.engine = Program(final), Engine(Program(final))  # what the rule feed's control record does
     outputs += live.run([after]).outputs
     replay = LocalRunner(Program(final), 1_000, buckets=3).run([before + after])

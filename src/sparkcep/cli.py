@@ -13,6 +13,7 @@ import click
 from sparkcep.cli_console import console as console_command
 from sparkcep.cli_patterns import patterns as patterns_group
 from sparkcep.cli_rules import rules as rules_group
+from sparkcep.core.pages import DEFAULT_PAGE_KEYS, MAX_PAGE_KEYS
 from sparkcep.errors import SparkcepError
 from sparkcep.failures import (
     Service,
@@ -251,6 +252,13 @@ def simulate(
 )
 @click.option("--buckets", type=int, default=32, show_default=True, help="Spark grouping keys (fixed per checkpoint).")
 @click.option("--max-files-per-trigger", type=int, default=1, show_default=True, help="Bounds memory per batch.")
+@click.option(
+    "--state-page-keys",
+    type=click.IntRange(1, MAX_PAGE_KEYS),
+    default=DEFAULT_PAGE_KEYS,
+    show_default=True,
+    help="Most keys on one page of state: a micro-batch reads and writes only the pages it touches.",
+)
 @click.option("--master", default="local[2]", show_default=True, help="Spark master URL.")
 @click.option("--shuffle-partitions", type=int, default=2, show_default=True)
 @click.option("--stop-after", type=float, default=None, help="Streaming only: stop after this many seconds.")
@@ -274,6 +282,7 @@ def run(
     max_time_ahead: int | None,
     buckets: int,
     max_files_per_trigger: int,
+    state_page_keys: int,
     master: str,
     shuffle_partitions: int,
     stop_after: float | None,
@@ -322,6 +331,7 @@ def run(
             trigger_interval=None if until_caught_up else _interval(trigger_interval),
             alert_stores=alert_stores,
             max_ahead_ms=max_time_ahead,
+            state_page_keys=state_page_keys,
         )
         pipeline = Pipeline(spark, rules, config, store=store)
         summary = pipeline.run_until_caught_up() if until_caught_up else pipeline.run_streaming(stop_after)
@@ -387,6 +397,7 @@ def _run_config(config_path: Path, until_caught_up: bool, stop_after: float | No
             alert_stores=tuple(config.sinks.postgres),
             kafka_source=config.kafka_options(),
             writers=tuple(writers),
+            state_page_keys=config.state_page_keys,
         )
         pipeline = Pipeline(spark, rules, run_config, store=store)
         summary = pipeline.run_until_caught_up() if bounded else pipeline.run_streaming(stop_after)

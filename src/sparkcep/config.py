@@ -22,6 +22,7 @@
     max_time_ahead: 1d                # later event times are dead letters; "off": no bound
     trigger: 1s                         # or: until_caught_up
     buckets: 32
+    state_page_keys: 64                 # most keys on one page of state (see docs/semantics.md)
     spark: {master: "local[2]", shuffle_partitions: 2, conf: {spark.sql.session.timeZone: UTC}}
 
 Secrets never go in the file: Kafka properties that look secret must be ``env:VARIABLE`` (read where the
@@ -36,6 +37,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from sparkcep.core.pages import DEFAULT_PAGE_KEYS, MAX_PAGE_KEYS
 from sparkcep.errors import DurationError, SparkcepError
 from sparkcep.kafka.client import KafkaError, check_no_inline_secrets
 from sparkcep.store import store_spec_relative_to
@@ -146,6 +148,7 @@ class PipelineConfig(_Strict):
     max_time_ahead_ms: int | None = Field(default=DEFAULT_MAX_AHEAD_MS, alias="max_time_ahead")
     trigger: str = "1s"
     buckets: int = Field(default=32, ge=1)
+    state_page_keys: int = Field(default=DEFAULT_PAGE_KEYS, ge=1, le=MAX_PAGE_KEYS)
     spark: SparkSettingsConfig = SparkSettingsConfig()
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)

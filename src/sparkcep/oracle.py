@@ -35,7 +35,7 @@ from sparkcep.ids import output_id
 from sparkcep.rules.aggregate import AggregateRule, format_decimal, to_decimal
 from sparkcep.rules.model import CompletionRule, InactivityRule, RuleSet, load_rules
 from sparkcep.rules.pattern import PatternRule
-from sparkcep.timeutil import EXPECTED_EVENT_TIME, format_duration, format_iso, parse_event_time
+from sparkcep.timeutil import EXPECTED_EVENT_TIME, format_duration, format_iso, parse_duration, parse_event_time
 
 Record = dict[str, object]
 _V = TypeVar("_V", CompletionRule, InactivityRule)
@@ -580,13 +580,40 @@ def _units(rules: RuleSet) -> list[_Unit]:
     return units
 
 
-def evaluate(rules: RuleSet, lines: Iterable[str], *, until: int | None = None) -> OracleResult:
-    """Evaluate ``rules`` over JSON lines (trailing newlines allowed; blank lines are skipped)."""
+def _later(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def _readable_time(rules: RuleSet, line: str) -> int | None:
+    """The event time of a refused line, if it has one a reader of times would accept (any JSON object with a
+    readable time field that is not a control record): such a line still tells how far event time has come."""
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(obj, dict) or obj.get(CONTROL_FIELD) is not None or obj.get(BUCKET_FIELD) is not None:
+        return None
+    try:
+        return parse_event_time(obj.get(rules.input.time_field))
+    except SparkcepError:
+        return None
+
+
+def evaluate(
+    rules: RuleSet, lines: Iterable[str], *, until: int | None = None, watermark_delay_ms: int | None = None
+) -> OracleResult:
+    """Evaluate ``rules`` over JSON lines (trailing newlines allowed; blank lines are skipped).
+
+    The run ends at ``until``; by default at the latest accepted event time, or, given ``watermark_delay_ms``,
+    at the later of that and the latest event time read minus the delay, as a bounded ``sparkcep run`` ends
+    (events no rule takes, such as those after a rule's PAUSE, still move its watermark, and the deadlines
+    that watermark passes are due)."""
     consumed = _consumed_types(rules)
     units = _units(rules)
     dead_letters: list[tuple[str, str]] = []
     accepted = 0
     max_event_time: int | None = None
+    max_read_time: int | None = None
     for raw in lines:
         line = raw.removesuffix("\n").removesuffix("\r")
         if is_blank(line):
@@ -594,8 +621,11 @@ def evaluate(rules: RuleSet, lines: Iterable[str], *, until: int | None = None) 
         parsed = INVALID_TEXT_REASON if isinstance(raw, InvalidText) else _parse_line(rules, consumed, line)
         if isinstance(parsed, str):
             dead_letters.append((line, parsed))
+            if watermark_delay_ms is not None and not isinstance(raw, InvalidText):
+                max_read_time = _later(max_read_time, _readable_time(rules, line))
             continue
         event_time, event_type, event_id, obj = parsed
+        max_read_time = _later(max_read_time, event_time)
         tie_break = zlib.crc32(line.encode("utf-8"))
         in_run = until is None or event_time <= until  # past the end of the run: ignored, not wrong
         used = False
@@ -608,7 +638,15 @@ def evaluate(rules: RuleSet, lines: Iterable[str], *, until: int | None = None) 
             accepted += 1
             max_event_time = event_time if max_event_time is None else max(max_event_time, event_time)
 
-    end = until if until is not None else max_event_time
+    end = until
+    if end is None:
+        watermark = None if watermark_delay_ms is None or max_read_time is None else max_read_time - watermark_delay_ms
+        end = _later(max_event_time, watermark)
+    return OracleResult(_replay(units, end), dead_letters, accepted, max_event_time)
+
+
+def _replay(units: list[_Unit], end: int | None) -> list[Record]:
+    """Every unit's complex events, each key's events in event-time order, the run ending at ``end``."""
     outputs: list[_Output] = []
     for unit in units:
         if isinstance(unit, _Aggregate):
@@ -624,7 +662,7 @@ def evaluate(rules: RuleSet, lines: Iterable[str], *, until: int | None = None) 
             device_events.sort(key=lambda event: (event[0], event[1], event[2]))
             outputs.extend(unit.replay(key, device_events, end))
     outputs.sort(key=lambda item: item[0])
-    return OracleResult([record for _, record in outputs], dead_letters, accepted, max_event_time)
+    return [record for _, record in outputs]
 
 
 def read_dir(input_dir: Path | str) -> Iterator[str]:
@@ -646,6 +684,13 @@ def _until_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _delay_arg(text: str) -> int:
+    try:
+        return parse_duration(text)
+    except SparkcepError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m sparkcep.oracle", description="Reference evaluator for sparkcep rules"
@@ -657,6 +702,13 @@ def main(argv: list[str] | None = None) -> int:
         "--until",
         type=_until_arg,
         help="end of the run, ISO-8601 or epoch ms (default: the latest accepted event time)",
+    )
+    parser.add_argument(
+        "--watermark-delay",
+        type=_delay_arg,
+        default=None,
+        help="end the run as sparkcep run --until-caught-up with this delay does: at the later of the latest "
+        "accepted event time and the latest event time read minus the delay (e.g. 5s)",
     )
     args = parser.parse_args(argv)
     try:
@@ -677,7 +729,7 @@ def main(argv: list[str] | None = None) -> int:
             yield line
 
     started = time.perf_counter()
-    result = evaluate(rules, counted(), until=args.until)
+    result = evaluate(rules, counted(), until=args.until, watermark_delay_ms=args.watermark_delay)
     seconds = time.perf_counter() - started
     args.output.parent.mkdir(parents=True, exist_ok=True)
     with args.output.open("wb") as out:

@@ -3,7 +3,7 @@
 The watermark of a batch is the largest event time of all *earlier* batches minus the delay (it moves
 only between batches and never backwards); a batch's input is handled before its timers; and a
 bounded run ends as if the watermark reached the largest accepted event time. Every bucket's state
-goes through a snapshot round trip between batches, as it does through Spark's state store.
+lives in pages (sparkcep.core.pages) between batches, serialized, as it does in Spark's state store.
 
 Tests use this to prove that output does not depend on arrival order or batch boundaries.
 """
@@ -15,8 +15,9 @@ from collections.abc import Iterable
 
 import orjson
 
-from sparkcep.core.engine import NO_WATERMARK, BatchResult, BucketState, Engine
+from sparkcep.core.engine import NO_WATERMARK, BatchResult, Engine, KeyState
 from sparkcep.core.lines import InvalidText, is_blank
+from sparkcep.core.pages import DictPageStore, PageLimits, open_bucket
 from sparkcep.core.program import BUCKET_FIELD, CONTROL_FIELD, INVALID_TEXT, TIME_AHEAD, Program
 from sparkcep.timeutil import read_event_time
 
@@ -50,16 +51,20 @@ class LocalRunner:
         buckets: int = 4,
         early_release: bool = True,
         horizon: int | None = None,
+        page_limits: PageLimits | None = None,
     ) -> None:
         """``horizon``: the latest event time a line may carry (the wall clock plus the run's max time ahead, as
-        Spark's routing judges it); later ones are dead letters. None: no bound."""
+        Spark's routing judges it); later ones are dead letters. None: no bound. ``page_limits``: when a page
+        of a bucket's state splits (tests pass small ones to exercise splitting)."""
         self.program = program
         self.horizon = horizon
         self.engine = Engine(program)
         self.delay_ms = delay_ms
         self.buckets = buckets
         self.early_release = early_release
-        self.snapshots: dict[int, bytes] = {}
+        self.page_limits = page_limits
+        self.indexes: dict[int, bytes] = {}  # per bucket: its serialized index (sparkcep.core.pages)
+        self.stores: dict[int, DictPageStore] = {}  # per bucket: its pages
         self.watermark = NO_WATERMARK
         self._max_seen: int | None = None
         self._max_accepted: int | None = None
@@ -105,23 +110,44 @@ class LocalRunner:
             total.extend(self.finish())
         return total
 
+    def snapshot(self) -> tuple[dict[int, bytes], dict[int, dict[int, bytes]]]:
+        """Every bucket's serialized index and pages: what a checkpoint would hold."""
+        return dict(self.indexes), {bucket: dict(store.values) for bucket, store in self.stores.items()}
+
+    def restore(self, snapshot: tuple[dict[int, bytes], dict[int, dict[int, bytes]]]) -> None:
+        """Continue from a :meth:`snapshot` (of this runner or another one), as a restarted job would."""
+        indexes, pages = snapshot
+        self.indexes = dict(indexes)
+        self.stores = {}
+        for bucket, values in pages.items():
+            self.stores[bucket] = store = DictPageStore()
+            store.values = dict(values)
+
+    def key_states(self) -> list[KeyState]:
+        """Every key's state, read back from the pages (for tests)."""
+        states: list[KeyState] = []
+        for bucket, blob in self.indexes.items():
+            paged = open_bucket(blob, self.stores[bucket], self.page_limits)
+            states.extend(paged.load_all().keys.values())
+        return states
+
     def _process(
         self, by_bucket: dict[int, list[tuple[int, str]]], watermark: int, bounds: dict[int, int]
     ) -> BatchResult:
         total = BatchResult()
-        for bucket in sorted(set(by_bucket) | set(self.snapshots)):
-            blob = self.snapshots.get(bucket)
-            state = BucketState.from_bytes(blob) if blob is not None else BucketState()
+        for bucket in sorted(set(by_bucket) | set(self.indexes)):
+            store = self.stores.setdefault(bucket, DictPageStore())
+            paged = open_bucket(self.indexes.get(bucket), store, self.page_limits)
             rows = by_bucket.get(bucket, [])
-            wake = state.next_wakeup()
+            wake = paged.index.next_wakeup()
             if not rows and (wake is None or wake > watermark):
                 continue  # Spark would neither call the handler nor fire a timer for this bucket
-            result = self.engine.process(state, rows, watermark, bounds.get(bucket, NO_WATERMARK))
+            result = paged.process(self.engine, rows, watermark, bounds.get(bucket, NO_WATERMARK)).result
             total.extend(result)
-            if state.keys:
-                self.snapshots[bucket] = state.to_bytes()
+            if not paged.index.is_empty():
+                self.indexes[bucket] = paged.index.to_bytes()
             else:
-                self.snapshots.pop(bucket, None)
+                self.indexes.pop(bucket, None)
         if total.max_event_time is not None and (
             self._max_accepted is None or total.max_event_time > self._max_accepted
         ):

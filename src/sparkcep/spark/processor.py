@@ -1,10 +1,11 @@
-"""The stateful processor: per bucket and micro-batch it reads state once, calls the core, writes state
-once and reconciles the bucket's single timer.
+"""The stateful processor: per bucket and micro-batch it reads the bucket's index, reads the pages the
+batch touches, calls the core, writes those pages and the index back and reconciles the bucket's single timer.
 
 PySpark 4.3 facts this is built around (see docs/semantics.md):
 - all rows of a bucket arrive unsorted in one ``handleInputRows`` call, before the batch's timers;
 - the watermark moves only between micro-batches; a timer fires once the watermark reaches it;
-- every state call is a round trip to the JVM, so a bucket carries thousands of engine keys in one blob.
+- every state call is a round trip to the JVM, so a bucket carries thousands of engine keys, and a page of its
+  state (sparkcep.core.pages) carries dozens: one call per page, not per key, and none for untouched pages.
 """
 
 from __future__ import annotations
@@ -22,23 +23,30 @@ from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessorHandle,
     TimerValues,
 )
-from pyspark.sql.types import BinaryType, StructField, StructType
+from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
 from sparkcep.core.engine import (
     NO_WATERMARK,
     BatchResult,
-    BucketState,
     Engine,
     collector_paused,
     dead_record,
     late_record,
 )
+from sparkcep.core.pages import BucketIndex, PageLimits, PageTraffic, open_bucket
 from sparkcep.core.program import CONTROL, Program
 from sparkcep.rules.model import RuleSet
 from sparkcep.spark.packing import unpack
 
 OUTPUT_SCHEMA = "kind string, name string, time long, payload string"
+# The bucket's index (sparkcep.core.pages.BucketIndex); a checkpoint from before pages holds the whole bucket
+# there, which the first batch to touch the bucket moves into pages.
 STATE_SCHEMA = StructType([StructField("blob", BinaryType(), True)])
+PAGE_KEY_SCHEMA = StructType([StructField("page", LongType(), False)])
+PAGE_SCHEMA = StructType([StructField("blob", BinaryType(), True)])
+# Reading more than this share of a bucket's pages goes through one iterator over all of them, which Spark
+# fetches in batches, instead of one call per page (see bench/README.md, "State in pages").
+BULK_READ_SHARE = 0.3
 
 # A rule-log control record starts with exactly this text (the feed writes its keys in this order), so the
 # processor finds the rare control lines among many events without parsing the events twice.
@@ -61,8 +69,8 @@ def result_frame(
     result: BatchResult,
     program: Program,
     watermark: int,
-    state: BucketState,
-    blob: int,
+    index: BucketIndex,
+    traffic: PageTraffic,
     seconds: float,
     origins: dict[str, str] | None = None,
     read_time: int | None = None,
@@ -115,9 +123,14 @@ def result_frame(
         "watermark": None if watermark == NO_WATERMARK else watermark,
         "late_by_rule": result.late_by_rule,
         "dead_by_rule": result.dead_by_rule,
-        "keys": len(state.keys),
-        "buffered": state.buffered_events(),
-        "state_bytes": blob,
+        "keys": index.keys(),
+        "buffered": index.buffered_events(),
+        "state_bytes": index.stored_bytes(),
+        "pages": len(index.pages),
+        "pages_read": traffic.pages_read,
+        "keys_read": traffic.keys_read,
+        "pages_written": traffic.pages_written,
+        "bytes_written": traffic.bytes_written,
         "python_s": seconds,  # time in the handler (state in, core, state out), for the benchmark's breakdown
     }
     kinds.append(KIND_METRIC)
@@ -127,17 +140,45 @@ def result_frame(
     return pd.DataFrame({"kind": kinds, "name": names, "time": times, "payload": payloads})
 
 
-class EngineProcessor(StatefulProcessor):
-    """Spark grouping key = bucket; state = one :class:`BucketState` blob; one timer per bucket."""
+class MapStatePages:
+    """The page store of one bucket: Spark's MapState, page id -> serialized page."""
 
-    def __init__(self, rules_json: str, watermark_delay_ms: int, rules_seq: int = 0) -> None:
+    def __init__(self, state: Any) -> None:
+        self._state = state
+
+    def read(self, pages: list[int] | Any, total: int) -> dict[int, bytes]:
+        if len(pages) > BULK_READ_SHARE * total:
+            wanted = set(pages)
+            return {key[0]: value[0] for key, value in self._state.iterator() if key[0] in wanted}
+        found: dict[int, bytes] = {}
+        for page in pages:
+            value = self._state.getValue((page,))
+            if value is not None:
+                found[page] = value[0]
+        return found
+
+    def write(self, page: int, value: bytes) -> None:
+        self._state.updateValue((page,), (value,))
+
+    def remove(self, page: int) -> None:
+        self._state.removeKey((page,))
+
+
+class EngineProcessor(StatefulProcessor):
+    """Spark grouping key = bucket; state = the bucket's index and its pages; one timer per bucket."""
+
+    def __init__(
+        self, rules_json: str, watermark_delay_ms: int, rules_seq: int = 0, page_limits: PageLimits | None = None
+    ) -> None:
         self._rules_json = rules_json
         self._rules_seq = rules_seq
         self._delay_ms = watermark_delay_ms
+        self._limits = page_limits or PageLimits()
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self._handle = handle
         self._state = handle.getValueState("bucket", STATE_SCHEMA)
+        self._pages = MapStatePages(handle.getMapState("pages", PAGE_KEY_SCHEMA, PAGE_SCHEMA))
         _engine_for(self._rules_json)  # compile (and validate) once per worker, before the first batch
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:
@@ -179,45 +220,43 @@ class EngineProcessor(StatefulProcessor):
         spark_watermark = timer_values.getCurrentWatermarkInMs()
         # Spark reports 0 until the first watermark exists.
         watermark = spark_watermark if spark_watermark > 0 else NO_WATERMARK
-        stored = self._state.get() if self._state.exists() else None
-        state = BucketState.from_bytes(stored[0]) if stored is not None else BucketState()
-        if fired is not None and state.registered_timer == fired:
-            state.registered_timer = None  # Spark deletes a fired timer itself
-        engine = self._engine_for_bucket(state, pairs)
-        result = engine.process(state, pairs, watermark, safe_bound, origins)
-        self._reconcile_timer(state)
-        blob_size = 0
-        if state.keys or state.rules_json is not None:
-            blob = state.to_bytes()
-            blob_size = len(blob)
-            self._state.update((blob,))
+        stored = self._state.get()
+        bucket = open_bucket(stored[0] if stored is not None else None, self._pages, self._limits)
+        index = bucket.index
+        if fired is not None and index.registered_timer == fired:
+            index.registered_timer = None  # Spark deletes a fired timer itself
+        engine = self._engine_for_bucket(index, pairs)
+        result = bucket.process(engine, pairs, watermark, safe_bound, origins).result
+        self._reconcile_timer(index)
+        if not index.is_empty():
+            self._state.update((index.to_bytes(),))
         elif stored is not None:
             self._state.clear()
         elapsed = time.perf_counter() - started
-        return result_frame(result, engine.program, watermark, state, blob_size, elapsed, origins, read_time)
+        return result_frame(result, engine.program, watermark, index, bucket.traffic, elapsed, origins, read_time)
 
-    def _engine_for_bucket(self, state: BucketState, pairs: list[tuple[int, str]]) -> Engine:
+    def _engine_for_bucket(self, index: BucketIndex, pairs: list[tuple[int, str]]) -> Engine:
         """The newest rule log this bucket has seen: the query's own (from its start) or a later control record.
 
         A bucket keeps a rule log in its state only while it is newer than the one the query started with, so a
         restart (which starts with the store's newest log, or an edited rule file) always wins.
         """
-        if state.rules_json is None or self._rules_seq >= state.rules_seq:
-            state.rules_seq, state.rules_json = self._rules_seq, None
+        if index.rules_json is None or self._rules_seq >= index.rules_seq:
+            index.rules_seq, index.rules_json = self._rules_seq, None
         for keyset, line in pairs:
             if keyset == CONTROL and line.startswith(RULES_CONTROL_PREFIX):
                 record = orjson.loads(line)
-                if int(record["seq"]) > state.rules_seq:
-                    state.rules_seq, state.rules_json = int(record["seq"]), str(record["rules_json"])
-        return _engine_for(state.rules_json if state.rules_json is not None else self._rules_json)
+                if int(record["seq"]) > index.rules_seq:
+                    index.rules_seq, index.rules_json = int(record["seq"]), str(record["rules_json"])
+        return _engine_for(index.rules_json if index.rules_json is not None else self._rules_json)
 
-    def _reconcile_timer(self, state: BucketState) -> None:
-        wake = state.next_wakeup()
-        if wake == state.registered_timer:
+    def _reconcile_timer(self, index: BucketIndex) -> None:
+        wake = index.next_wakeup()
+        if wake == index.registered_timer:
             return
-        if state.registered_timer is not None:
+        if index.registered_timer is not None:
             # Also drops a timer that would fire later in this batch: the input call already advanced.
-            self._handle.deleteTimer(state.registered_timer)
+            self._handle.deleteTimer(index.registered_timer)
         if wake is not None:
             self._handle.registerTimer(wake)
-        state.registered_timer = wake
+        index.registered_timer = wake

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from sparkcep.core.lines import BLANK_LINE_PATTERN
 from sparkcep.core.logic import KEY_SEPARATOR
+from sparkcep.core.pages import DEFAULT_PAGE_KEYS, PageLimits
 from sparkcep.core.program import (
     BUCKET_FIELD,
     CONTROL,
@@ -50,6 +51,7 @@ class QuerySpec:
     kafka_options: tuple[tuple[str, str], ...] | None = None
     # Event times more than this past the micro-batch's wall clock are dead letters (None: no bound).
     max_ahead_ms: int | None = None
+    page_keys: int = DEFAULT_PAGE_KEYS  # most engine keys on one page of a bucket's state
 
 
 def _anchored(pattern: str) -> str:
@@ -332,5 +334,7 @@ def build_stream(spark: SparkSession, program: Program, spec: QuerySpec) -> Data
     # ts_ms is Spark's own reading of event time (the largest of a packed row's lines), which lets the
     # processor know how far the next watermark is sure to move (see Engine.process).
     stripped = with_watermark.select("bucket", "keysets", "lines", "origins", "ts_ms")
-    processor = EngineProcessor(program.rules.to_json(), spec.watermark_delay_ms, spec.rules_seq)
+    processor = EngineProcessor(
+        program.rules.to_json(), spec.watermark_delay_ms, spec.rules_seq, PageLimits(keys=spec.page_keys)
+    )
     return stripped.groupBy("bucket").transformWithStateInPandas(processor, OUTPUT_SCHEMA, "Append", "EventTime")

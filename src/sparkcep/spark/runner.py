@@ -17,6 +17,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from sparkcep.core.pages import DEFAULT_PAGE_KEYS
 from sparkcep.core.program import CONTROL_FIELD, Program
 from sparkcep.errors import CheckpointMismatch
 from sparkcep.rules.model import RuleSet, rule_keys
@@ -58,6 +59,9 @@ class RunConfig:
     # An event time more than this past its micro-batch's wall clock is a dead letter, not a watermark move
     # (None: no bound). A day covers clock skew and time zones written as UTC by mistake.
     max_ahead_ms: int | None = DEFAULT_MAX_AHEAD_MS
+    # Most engine keys on one page of a bucket's state (sparkcep.core.pages): a batch reads and writes the pages
+    # its events and due timers touch. May change between runs of one checkpoint (pages split as they are written).
+    state_page_keys: int = DEFAULT_PAGE_KEYS
 
 
 @dataclass
@@ -193,6 +197,7 @@ class Pipeline:
             rules_seq=self.rules_seq,
             kafka_options=self._kafka_options(),
             max_ahead_ms=self.config.max_ahead_ms,
+            page_keys=self.config.state_page_keys,
         )
         stream = build_stream(self.spark, self.program, spec)
         sink = FileSink(self.config.output_dir, self.metrics_dir, self._after_batch, self._writers(), self._key_fields)

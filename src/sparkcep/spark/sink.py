@@ -51,6 +51,13 @@ class BatchMetrics:
     state_keys: int = 0
     buffered: int = 0
     state_bytes: int = 0
+    # State traffic of the pages the batch touched (sparkcep.core.pages): what a batch costs grows with these,
+    # not with state_keys.
+    pages: int = 0  # pages of the buckets the batch touched
+    pages_read: int = 0
+    keys_read: int = 0
+    pages_written: int = 0
+    bytes_written: int = 0
     by_type: dict[str, int] = field(default_factory=dict)
     failed_rules: list[str] = field(default_factory=list)  # rule ids that raised in this batch (see _errors/)
     watermark: int | None = None  # the event-time watermark the batch ran with (None before the first)
@@ -67,6 +74,8 @@ class BatchMetrics:
         self.state_keys += int(metric["keys"])
         self.buffered += int(metric["buffered"])
         self.state_bytes += int(metric["state_bytes"])
+        for name in ("pages", "pages_read", "keys_read", "pages_written", "bytes_written"):
+            setattr(self, name, getattr(self, name) + int(metric.get(name, 0)))
         self.python_s += float(metric["python_s"])
         add_counts(self.late_by_rule, metric["late_by_rule"])
         add_counts(self.dead_by_rule, metric["dead_by_rule"])
