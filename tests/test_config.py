@@ -99,3 +99,13 @@ def test_errors_name_the_file_and_the_field_and_never_echo_secrets(
         load_config(write(tmp_path, text))
     assert str(tmp_path / "pipeline.yaml") in str(caught.value) and message in str(caught.value)
     assert "hunter2" not in str(caught.value)
+
+
+def test_the_page_size_of_state_is_read_and_bounded(tmp_path: Path) -> None:
+    base = "source: {type: files, path: in}\nrules: {file: r.json}\nsinks: {files: out}\ncheckpoint: ck\n"
+    assert load_config(write(tmp_path, base)).state_page_keys == 64
+    assert load_config(write(tmp_path, base + "state_page_keys: 16\n")).state_page_keys == 16
+    for wrong in ("0", "100001", "many"):
+        with pytest.raises(ConfigError) as caught:
+            load_config(write(tmp_path, base + f"state_page_keys: {wrong}\n"))
+        assert "state_page_keys" in str(caught.value)

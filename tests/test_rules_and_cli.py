@@ -158,3 +158,13 @@ def test_core_never_imports_pyspark() -> None:
                 assert not any(alias.name.startswith("pyspark") for alias in node.names), path
             elif isinstance(node, ast.ImportFrom):
                 assert not (node.module or "").startswith("pyspark"), path
+
+
+def test_cli_run_refuses_a_page_size_out_of_range(tmp_path: Path) -> None:
+    rules = str(ROOT / "examples" / "orders.rules.json")
+    for wrong in ("0", "100001"):
+        result = CliRunner().invoke(
+            main, ["run", "--rules", rules, "--input", str(tmp_path), "--output", str(tmp_path / "o"),
+                   "--checkpoint", str(tmp_path / "c"), "--state-page-keys", wrong],
+        )  # fmt: skip
+        assert result.exit_code == 2 and "--state-page-keys" in result.output
