@@ -259,8 +259,8 @@ def test_an_amount_beyond_the_decimal_range_is_a_dead_letter_not_a_rule_failure(
 
 
 def test_quarantine_pauses_the_failed_rule_in_the_store(tmp_path: Path) -> None:
-    from sparkcep.spark.rulefeed import QUARANTINE_AUTHOR, quarantine
     from sparkcep.store import open_store
+    from sparkcep.store.quarantine import QUARANTINE_AUTHOR, quarantine
 
     store = open_store(f"sqlite:{tmp_path / 'r.db'}")
     store.import_document({"input": INPUT, "rules": [rule(), rule(id="other")]})

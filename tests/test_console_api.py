@@ -24,9 +24,9 @@ from sparkcep.console import ConsoleSettings, create_app
 from sparkcep.console.health import compute_health, metrics_from_json
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
-from sparkcep.spark.rulefeed import QUARANTINE_AUTHOR
-from sparkcep.spark.sink import BatchMetrics
+from sparkcep.outputs import BatchMetrics
 from sparkcep.store import RuleStore, open_store, summary_sentence
+from sparkcep.store.quarantine import QUARANTINE_AUTHOR
 from sparkcep.timeutil import format_iso, parse_event_time
 
 from helpers import COMPLETION_RULE, DAY, INACTIVITY_RULE, MINUTE, T0, line, order, parcel, ruleset, track

@@ -27,11 +27,11 @@ from sparkcep.alerts import key_text
 from sparkcep.console import ConsoleSettings, create_app
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
+from sparkcep.outputs import BatchMetrics, read_metrics
 from sparkcep.rules.model import parse_rules
-from sparkcep.spark.rulefeed import QUARANTINE_AUTHOR
 from sparkcep.spark.runner import Pipeline, RunConfig
-from sparkcep.spark.sink import BatchMetrics, read_metrics
 from sparkcep.store import open_store
+from sparkcep.store.quarantine import QUARANTINE_AUTHOR
 
 from helpers import COMPLETION_RULE, INACTIVITY_RULE, MINUTE, T0, line, order, parcel, ruleset, track
 

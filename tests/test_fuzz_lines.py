@@ -17,10 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sparkcep.core.engine import RECORD_LINE_CHARS, BatchResult, dead_record, late_record
+from sparkcep.core.engine import BatchResult
 from sparkcep.core.lines import decode_line, is_blank
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
+from sparkcep.outputs import RECORD_LINE_CHARS, dead_record, late_record
 from sparkcep.rules.model import load_rules
 from sparkcep.simulate.hostile import KINDS, Shape, hostile_line
 

@@ -213,7 +213,7 @@ def test_packing_loses_nothing_and_invents_nothing_however_the_rows_are_batched(
 def test_a_version_recorded_while_running_takes_effect_after_every_event_time_read(tmp_path: Path) -> None:
     """The newest events were skipped by the paused rule (accepted only up to 1,000): a resume takes effect after
     the largest time *read* (5,000), so it never reaches back to events the job already skipped."""
-    from sparkcep.spark.sink import BatchMetrics
+    from sparkcep.outputs import BatchMetrics
     from sparkcep.store import open_store
 
     store = open_store(f"sqlite:{tmp_path / 'rules.db'}")

@@ -19,11 +19,10 @@ import pytest
 from sparkcep import oracle
 from sparkcep.core.engine import add_counts
 from sparkcep.core.program import Program
-from sparkcep.outputs import canonical, read_all_outputs, read_jsonl_dir
+from sparkcep.outputs import canonical, read_all_outputs, read_jsonl_dir, read_metrics
 from sparkcep.rules.model import RuleSet, load_rules, parse_rules
 from sparkcep.simulate import generate_orders
 from sparkcep.spark.runner import Pipeline, RunConfig, RunSummary
-from sparkcep.spark.sink import read_metrics
 from sparkcep.timeutil import parse_event_time
 
 from helpers import COMPLETION_RULE, INACTIVITY_RULE, MINUTE, T0, order, parcel, ruleset, track

@@ -550,7 +550,7 @@ def test_a_new_key_field_for_a_completion_rule_makes_the_running_job_plan_its_qu
 
 
 def test_the_job_quarantines_a_completion_or_inactivity_rule_that_raised_by_pausing_it(tmp_path: Path) -> None:
-    from sparkcep.spark.rulefeed import QUARANTINE_AUTHOR, quarantine
+    from sparkcep.store.quarantine import QUARANTINE_AUTHOR, quarantine
 
     store = open_store(f"sqlite:{tmp_path / 'r.db'}")
     store.add(COMPLETION_RULE)

@@ -27,8 +27,8 @@ from typing import Generic, TypeVar
 
 import orjson
 
+from sparkcep.core.control import BUCKET_FIELD, CONTROL_FIELD
 from sparkcep.core.lines import INVALID_TEXT_REASON, InvalidText, is_blank, read_lines
-from sparkcep.core.program import BUCKET_FIELD, CONTROL_FIELD
 from sparkcep.errors import SparkcepError
 from sparkcep.expr import ExpressionError, compile_expression
 from sparkcep.ids import output_id

@@ -1,15 +1,141 @@
-"""Reading what a run wrote: ``OUTPUT/<event_type>/*.jsonl``, ``_late/``, ``_deadletter/``.
+"""What a run writes and how to read it back: output kinds and directories (``OUTPUT/<event_type>/*.jsonl``,
+``_late/``, ``_deadletter/``, ``_errors/``), the late and dead-letter records, and the batch metrics.
 
-Records are returned in a canonical order (by occurred_at, then the whole record), so two runs over
-the same data compare equal whatever their micro-batch split was.
+Records are read back in a canonical order (by occurred_at, then the whole record), so two runs over the same
+data compare equal whatever their micro-batch split was. Nothing here needs Spark: the console and tools read
+a run's files through this module.
 """
 
 from __future__ import annotations
 
+import json
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
+
+from sparkcep.core.engine import add_counts
+from sparkcep.core.logic import Record
+from sparkcep.timeutil import format_iso
+
+# What a row the stateful processor emits is (its ``kind`` column).
+KIND_OUTPUT = "out"
+KIND_LATE = "late"
+KIND_DEAD = "dead"
+KIND_METRIC = "metric"
+KIND_ERROR = "error"
+
+LATE_DIR = "_late"
+DEADLETTER_DIR = "_deadletter"
+ERRORS_DIR = "_errors"
+_METRIC_FIELDS = ("rows", "accepted", "late", "dead", "outputs", "errors")
+
+
+def write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+@dataclass
+class BatchMetrics:
+    """What one micro-batch did, summed over its buckets."""
+
+    batch_id: int
+    rows: int = 0
+    accepted: int = 0
+    late: int = 0
+    dead: int = 0
+    outputs: int = 0
+    errors: int = 0
+    max_event_time: int | None = None  # the largest event time accepted by a rule (late events excluded)
+    max_read_time: int | None = None  # the largest event time read, whatever the rules made of it
+    state_keys: int = 0
+    buffered: int = 0
+    state_bytes: int = 0
+    # State traffic of the pages the batch touched (sparkcep.core.pages): what a batch costs grows with these,
+    # not with state_keys.
+    pages: int = 0  # pages of the buckets the batch touched
+    pages_read: int = 0
+    keys_read: int = 0
+    pages_written: int = 0
+    bytes_written: int = 0
+    by_type: dict[str, int] = field(default_factory=dict)
+    failed_rules: list[str] = field(default_factory=list)  # rule ids that raised in this batch (see _errors/)
+    watermark: int | None = None  # the event-time watermark the batch ran with (None before the first)
+    late_by_rule: dict[str, int] = field(default_factory=dict)  # late events per rule that would have used them
+    dead_by_rule: dict[str, int] = field(default_factory=dict)  # dead letters per rule ("" = no rule: bad input)
+    written_at: float = 0.0  # wall-clock seconds when the batch's files were written
+    python_s: float = 0.0  # summed over buckets: time inside the stateful processor's handlers
+    collect_s: float = 0.0  # running the batch's plan and collecting its rows on the driver
+    write_s: float = 0.0
+
+    def add(self, metric: dict[str, Any]) -> None:
+        for name in _METRIC_FIELDS:
+            setattr(self, name, getattr(self, name) + int(metric[name]))
+        self.state_keys += int(metric["keys"])
+        self.buffered += int(metric["buffered"])
+        self.state_bytes += int(metric["state_bytes"])
+        for name in ("pages", "pages_read", "keys_read", "pages_written", "bytes_written"):
+            setattr(self, name, getattr(self, name) + int(metric.get(name, 0)))
+        self.python_s += float(metric["python_s"])
+        add_counts(self.late_by_rule, metric["late_by_rule"])
+        add_counts(self.dead_by_rule, metric["dead_by_rule"])
+        mark = metric["watermark"]
+        if mark is not None and (self.watermark is None or mark > self.watermark):
+            self.watermark = int(mark)
+        t = metric["max_event_time"]
+        if t is not None and (self.max_event_time is None or t > self.max_event_time):
+            self.max_event_time = int(t)
+        read = metric.get("max_read_time")
+        if read is not None and (self.max_read_time is None or read > self.max_read_time):
+            self.max_read_time = int(read)
+
+    def latest_time(self) -> int | None:
+        """The largest event time this batch read or accepted."""
+        times = [t for t in (self.max_event_time, self.max_read_time) if t is not None]
+        return max(times) if times else None
+
+
+# A late or dead-letter record keeps at most this much of its line. Every record of a micro-batch reaches the
+# driver: a file of ten thousand 1 MB junk lines once filled its heap, and the job hung there, run after run.
+# The rest stays in the input; the record says how long the line was.
+RECORD_LINE_CHARS = 8_192
+
+
+def _line_fields(line: str) -> Record:
+    if len(line) <= RECORD_LINE_CHARS:
+        return {"line": line}
+    return {"line": line[:RECORD_LINE_CHARS], "line_truncated": True, "line_chars": len(line)}
+
+
+def late_record(line: str, key: dict[str, str], time: int, watermark: int) -> Record:
+    return {
+        "reason": "late",
+        "event_time": format_iso(time),
+        "watermark": format_iso(watermark),
+        "key": key,
+        **_line_fields(line),
+    }
+
+
+def dead_record(line: str, reason: str) -> Record:
+    return {"reason": reason, **_line_fields(line)}
+
+
+def read_metrics(metrics_dir: Path) -> list[BatchMetrics]:
+    """All batch metrics of a checkpoint, in batch order."""
+    out: list[BatchMetrics] = []
+    if not metrics_dir.is_dir():
+        return out
+    for path in sorted(metrics_dir.glob("batch-*.json")):
+        out.append(BatchMetrics(**json.loads(path.read_text(encoding="utf-8"))))
+    return out
+
+
 
 
 def read_jsonl_dir(path: Path) -> list[dict[str, Any]]:

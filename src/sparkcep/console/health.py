@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from sparkcep.spark.sink import BatchMetrics
+from sparkcep.outputs import BatchMetrics
 from sparkcep.timeutil import format_iso
 
 from .schemas import Health, QuarantineInfo, RuleCounts, SeriesPoint

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from sparkcep.errors import EventTimeError
-from sparkcep.spark.rulefeed import QUARANTINE_AUTHOR
 from sparkcep.store import StoredVersion
+from sparkcep.store.quarantine import QUARANTINE_AUTHOR
 from sparkcep.timeutil import parse_event_time
 
 from .schemas import QuarantineInfo

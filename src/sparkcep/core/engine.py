@@ -146,32 +146,6 @@ def add_counts(into: dict[str, int], counts: dict[str, int]) -> None:
         into[name] = into.get(name, 0) + count
 
 
-# A late or dead-letter record keeps at most this much of its line. Every record of a micro-batch reaches the
-# driver: a file of ten thousand 1 MB junk lines once filled its heap, and the job hung there, run after run.
-# The rest stays in the input; the record says how long the line was.
-RECORD_LINE_CHARS = 8_192
-
-
-def _line_fields(line: str) -> Record:
-    if len(line) <= RECORD_LINE_CHARS:
-        return {"line": line}
-    return {"line": line[:RECORD_LINE_CHARS], "line_truncated": True, "line_chars": len(line)}
-
-
-def late_record(line: str, key: dict[str, str], time: int, watermark: int) -> Record:
-    return {
-        "reason": "late",
-        "event_time": format_iso(time),
-        "watermark": format_iso(watermark),
-        "key": key,
-        **_line_fields(line),
-    }
-
-
-def dead_record(line: str, reason: str) -> Record:
-    return {"reason": reason, **_line_fields(line)}
-
-
 class Engine:
     """Evaluates a :class:`Program` over one bucket at a time. Holds no per-key data itself."""
 

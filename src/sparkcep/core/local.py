@@ -15,10 +15,11 @@ from collections.abc import Iterable
 
 import orjson
 
+from sparkcep.core.control import BUCKET_FIELD, CONTROL_FIELD
 from sparkcep.core.engine import NO_WATERMARK, BatchResult, Engine, KeyState
 from sparkcep.core.lines import InvalidText, is_blank
 from sparkcep.core.pages import DictPageStore, PageLimits, open_bucket
-from sparkcep.core.program import BUCKET_FIELD, CONTROL_FIELD, INVALID_TEXT, TIME_AHEAD, Program
+from sparkcep.core.program import INVALID_TEXT, TIME_AHEAD, Program
 from sparkcep.timeutil import read_event_time
 
 

@@ -17,6 +17,7 @@ import orjson
 
 from sparkcep.core.aggregate import AggregateLogic
 from sparkcep.core.completion import CompletionLogic
+from sparkcep.core.control import BUCKET_FIELD, CONTROL_FIELD
 from sparkcep.core.inactivity import InactivityLogic
 from sparkcep.core.lines import INVALID_TEXT_REASON
 from sparkcep.core.logic import KEY_SEPARATOR, SKIP, FieldProblem, RuleLogic, describe, require_key
@@ -32,9 +33,6 @@ TIME_AHEAD = -3  # an event time further past the micro-batch's wall clock than 
 CONTROL = -4  # a line of the engine's own control stream (end-of-input flush, rule logs)
 RESERVED = -5  # an input line carrying a field reserved for control records
 WILDCARD = "*"  # in a rule's event types: every event type
-# Lines carrying this field are the engine's own control records (end-of-input flush), never events.
-CONTROL_FIELD = "__sparkcep_control__"
-BUCKET_FIELD = "__sparkcep_bucket__"  # the bucket a control record is meant for
 _RESERVED_REASON = f"fields {CONTROL_FIELD!r} and {BUCKET_FIELD!r} are reserved for sparkcep's control records"
 
 # A buffered event: (time, event id, crc32 of the line, event type, ((rule index, extracted value), ...)).

@@ -25,16 +25,11 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
-from sparkcep.core.engine import (
-    NO_WATERMARK,
-    BatchResult,
-    Engine,
-    collector_paused,
-    dead_record,
-    late_record,
-)
+from sparkcep.core.control import read_rules_record
+from sparkcep.core.engine import NO_WATERMARK, BatchResult, Engine, collector_paused
 from sparkcep.core.pages import BucketIndex, PageLimits, PageTraffic, open_bucket
 from sparkcep.core.program import CONTROL, Program
+from sparkcep.outputs import KIND_DEAD, KIND_ERROR, KIND_LATE, KIND_METRIC, KIND_OUTPUT, dead_record, late_record
 from sparkcep.rules.model import RuleSet
 from sparkcep.spark.packing import unpack
 
@@ -48,15 +43,7 @@ PAGE_SCHEMA = StructType([StructField("blob", BinaryType(), True)])
 # fetches in batches, instead of one call per page (see bench/README.md, "State in pages").
 BULK_READ_SHARE = 0.3
 
-# A rule-log control record starts with exactly this text (the feed writes its keys in this order), so the
-# processor finds the rare control lines among many events without parsing the events twice.
-RULES_CONTROL_PREFIX = '{"__sparkcep_control__": "rules"'
 
-KIND_OUTPUT = "out"
-KIND_LATE = "late"
-KIND_DEAD = "dead"
-KIND_METRIC = "metric"
-KIND_ERROR = "error"
 
 
 @lru_cache(maxsize=8)
@@ -244,10 +231,11 @@ class EngineProcessor(StatefulProcessor):
         if index.rules_json is None or self._rules_seq >= index.rules_seq:
             index.rules_seq, index.rules_json = self._rules_seq, None
         for keyset, line in pairs:
-            if keyset == CONTROL and line.startswith(RULES_CONTROL_PREFIX):
-                record = orjson.loads(line)
-                if int(record["seq"]) > index.rules_seq:
-                    index.rules_seq, index.rules_json = int(record["seq"]), str(record["rules_json"])
+            if keyset != CONTROL:  # Spark marks the lines of the control stream (sparkcep.spark.query)
+                continue
+            record = read_rules_record(line)
+            if record is not None and record.seq > index.rules_seq:
+                index.rules_seq, index.rules_json = record.seq, record.rules_json
         return _engine_for(index.rules_json if index.rules_json is not None else self._rules_json)
 
     def _reconcile_timer(self, index: BucketIndex) -> None:

@@ -10,13 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sparkcep.core.control import BUCKET_FIELD, CONTROL_FIELD
 from sparkcep.core.lines import BLANK_LINE_PATTERN
 from sparkcep.core.logic import KEY_SEPARATOR
 from sparkcep.core.pages import DEFAULT_PAGE_KEYS, PageLimits
 from sparkcep.core.program import (
-    BUCKET_FIELD,
     CONTROL,
-    CONTROL_FIELD,
     INVALID_TEXT,
     RESERVED,
     TIME_AHEAD,

@@ -14,10 +14,11 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparkcep.core.program import BUCKET_FIELD, CONTROL_FIELD, Program
+from sparkcep.core.control import rules_record
+from sparkcep.core.program import Program
+from sparkcep.outputs import write_atomically
 from sparkcep.rules.model import RuleSet
-from sparkcep.spark.sink import write_atomically
-from sparkcep.store import RuleStore, StoredVersion
+from sparkcep.store import RuleStore
 
 
 @dataclass(frozen=True)
@@ -66,10 +67,7 @@ class RuleFeed:
 
     def deliver(self, log: RuleLog) -> None:
         rules_json = log.rules.to_json()
-        lines = (
-            json.dumps({CONTROL_FIELD: "rules", BUCKET_FIELD: bucket, "seq": log.seq, "rules_json": rules_json})
-            for bucket in range(self.buckets)
-        )
+        lines = (rules_record(bucket, log.seq, rules_json) for bucket in range(self.buckets))
         write_atomically(self.control_dir / f"rules-{log.seq:010d}.jsonl", "\n".join(lines) + "\n")
         self.delivered = max(self.delivered, log.seq)
 
@@ -95,22 +93,6 @@ def report_unreadable(store: RuleStore, errors_dir: Path) -> int:
         ]
         write_atomically(path, "".join(json.dumps(record) + "\n" for record in records))
     return len(unreadable)
-
-
-QUARANTINE_AUTHOR = "sparkcep quarantine"
-
-
-def quarantine(store: RuleStore, rule_ids: list[str]) -> list[StoredVersion]:
-    """Pause, in the store, the active rules that raised: the engine already stopped them for the key that failed;
-    the PAUSE version stops them everywhere from the job's next batch on, and, being part of the rule log, a replay
-    stops them at the same event time."""
-    paused: list[StoredVersion] = []
-    current = {version.rule_id: version for version in store.current()}
-    for rule_id in rule_ids:
-        version = current.get(rule_id)
-        if version is not None and version.state == "ACTIVE":
-            paused.append(store.pause(rule_id, author=QUARANTINE_AUTHOR))
-    return paused
 
 
 def same_routing(a: RuleSet, b: RuleSet) -> bool:

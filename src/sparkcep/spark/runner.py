@@ -17,24 +17,18 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from sparkcep.core.control import flush_record
 from sparkcep.core.pages import DEFAULT_PAGE_KEYS
-from sparkcep.core.program import CONTROL_FIELD, Program
+from sparkcep.core.program import Program
 from sparkcep.errors import CheckpointMismatch
+from sparkcep.outputs import DEADLETTER_DIR, ERRORS_DIR, LATE_DIR, BatchMetrics, read_metrics, write_atomically
 from sparkcep.rules.model import RuleSet, rule_keys
 from sparkcep.spark.placement import balanced_bucket_keys, identity_bucket_keys
 from sparkcep.spark.query import QuerySpec, build_stream
-from sparkcep.spark.rulefeed import RuleFeed, quarantine, report_unreadable
-from sparkcep.spark.sink import (
-    DEADLETTER_DIR,
-    ERRORS_DIR,
-    LATE_DIR,
-    BatchMetrics,
-    BatchWriter,
-    FileSink,
-    read_metrics,
-    write_atomically,
-)
+from sparkcep.spark.rulefeed import RuleFeed, report_unreadable
+from sparkcep.spark.sink import BatchWriter, FileSink
 from sparkcep.store import RuleStore
+from sparkcep.store.quarantine import quarantine
 from sparkcep.timeutil import DEFAULT_MAX_AHEAD_MS, format_iso, parse_event_time
 
 if TYPE_CHECKING:
@@ -323,8 +317,8 @@ class Pipeline:
                 return None
         attempt = len(list(self.control_dir.glob(f"flush-{max_time}*.jsonl")))
         name = f"flush-{max_time}.jsonl" if attempt == 0 else f"flush-{max_time}-{attempt}.jsonl"
-        record = {CONTROL_FIELD: "flush", self.program.time_field: max_time + self.config.watermark_delay_ms}
-        write_atomically(self.control_dir / name, json.dumps(record) + "\n")
+        record = flush_record(self.program.time_field, max_time + self.config.watermark_delay_ms)
+        write_atomically(self.control_dir / name, record + "\n")
         return max_time
 
     def summary(self, seconds: float) -> RunSummary:

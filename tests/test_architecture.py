@@ -1,0 +1,148 @@
+"""The layering, checked from the import graph of the sources (every import, also those inside functions).
+
+- The pure core (``core/``, ``rules/``, ``cep/``, ``expr/``) never reaches pyspark, pandas or pyarrow, however
+  indirectly: it runs and is tested without Spark.
+- The console never reaches the Spark adapter (``spark/``): it reads a run's files through ``sparkcep.outputs``
+  and must start without pyspark.
+- Nothing imports the command line: it is the outermost layer.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PURE = ("sparkcep.core", "sparkcep.rules", "sparkcep.cep", "sparkcep.expr")
+HEAVY = ("pyspark", "pandas", "pyarrow")
+CLI = ("sparkcep.cli", "sparkcep.cli_rules", "sparkcep.cli_patterns", "sparkcep.cli_console")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(source: str, module: str, is_package: bool) -> set[str]:
+    """Every module ``source`` imports: ``import a.b`` gives ``a.b``; ``from a import b`` gives ``a`` and ``a.b``
+    (``b`` may be a submodule); relative imports are resolved against ``module``."""
+    found: set[str] = set()
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return found
+
+
+def import_graph(root: Path = SRC) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for path in sorted((root / "sparkcep").rglob("*.py")):
+        name = module_name(path)
+        graph[name] = imports_of(path.read_text(encoding="utf-8"), name, path.name == "__init__.py")
+    return graph
+
+
+def reach(graph: Mapping[str, set[str]], start: str) -> dict[str, str]:
+    """Every module reachable from ``start``, each with the module that imports it on one shortest path.
+
+    An imported name that is not a module of the graph (a class, a third-party package) is kept as reached, so a
+    rule can name third-party packages; importing ``a.b.c`` also runs ``a`` and ``a.b``."""
+    via: dict[str, str] = {start: ""}
+    queue = [start]
+    while queue:
+        current = queue.pop(0)
+        for target in sorted(graph.get(current, ())):
+            parts = target.split(".")
+            for depth in range(1, len(parts) + 1):
+                name = ".".join(parts[:depth])
+                if name not in via:
+                    via[name] = current
+                    queue.append(name)
+    return via
+
+
+def path_to(via: Mapping[str, str], target: str) -> str:
+    chain = [target]
+    while via[chain[-1]]:
+        chain.append(via[chain[-1]])
+    return " -> ".join(reversed(chain))
+
+
+def violations(graph: Mapping[str, set[str]], sources: Iterable[str], forbidden: Iterable[str]) -> list[str]:
+    """One line per module of ``sources`` (by prefix) that reaches a module of ``forbidden`` (by prefix)."""
+    banned = tuple(forbidden)
+    lines = []
+    for module in sorted(graph):
+        if not module.startswith(tuple(sources)):
+            continue
+        via = reach(graph, module)
+        hits = sorted(name for name in via if any(name == b or name.startswith(b + ".") for b in banned))
+        if hits:
+            lines.append(path_to(via, hits[0]))
+    return lines
+
+
+GRAPH = import_graph()
+
+
+def test_the_graph_is_read_from_every_module() -> None:
+    assert {"sparkcep.core.engine", "sparkcep.core.pages", "sparkcep.spark.processor", "sparkcep.console.app"} <= set(
+        GRAPH
+    )
+    assert "pyspark.sql.streaming.stateful_processor" in GRAPH["sparkcep.spark.processor"]
+
+
+def test_the_pure_core_never_reaches_spark_pandas_or_arrow() -> None:
+    assert violations(GRAPH, PURE, HEAVY) == []
+
+
+def test_the_console_never_reaches_the_spark_adapter() -> None:
+    assert violations(GRAPH, ("sparkcep.console",), ("sparkcep.spark", "pyspark")) == []
+
+
+def test_nothing_imports_the_command_line() -> None:
+    importers = {
+        module: sorted(target for target in targets if target in CLI)
+        for module, targets in GRAPH.items()
+        if module not in CLI
+    }
+    assert {module: found for module, found in importers.items() if found} == {}
+
+
+@pytest.mark.parametrize(
+    ("module", "extra", "rule", "expected"),
+    [
+        ("sparkcep.core.engine", "import pandas", (PURE, HEAVY), "sparkcep.core.engine -> pandas"),
+        (
+            "sparkcep.rules.model",
+            "from sparkcep.spark import processor",
+            (PURE, HEAVY),
+            "sparkcep.rules.model -> sparkcep.spark.processor -> ",
+        ),
+        (
+            "sparkcep.console.health",
+            "def later():\n    from sparkcep.spark.sink import FileSink",
+            (("sparkcep.console",), ("sparkcep.spark",)),
+            "sparkcep.console.health -> sparkcep.spark",
+        ),
+    ],
+)
+def test_a_wrong_import_is_found_with_its_path(
+    module: str, extra: str, rule: tuple[tuple[str, ...], tuple[str, ...]], expected: str
+) -> None:
+    graph = {name: set(targets) for name, targets in GRAPH.items()}
+    graph[module] |= imports_of(extra, module, False)
+    found = violations(graph, *rule)
+    assert any(line.startswith(expected) for line in found), found
