@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from sparkcep.cli import main
-from sparkcep.cli_console import DEFAULT_TOKEN_ENV
+from sparkcep.cli.console import DEFAULT_TOKEN_ENV
 from sparkcep.console import ConsoleSettings
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from sparkcep.cli_rules import rules
+from sparkcep.cli.rules import rules
 from sparkcep.errors import RuleError
 from sparkcep.rules.aggregate import AggregateRule
 from sparkcep.rules.model import InputSpec, load_rules, parse_rules

@@ -1,6 +1,6 @@
 """The operations console: an HTTP API (and the web page in ``static/``) over a rule store and a job's outputs.
 
-``create_app(settings)`` builds the FastAPI application; ``sparkcep console`` (:mod:`sparkcep.cli_console`) serves
+``create_app(settings)`` builds the FastAPI application; ``sparkcep console`` (:mod:`sparkcep.cli.console`) serves
 it with uvicorn. The contract is docs/console.md. FastAPI is an optional dependency (``sparkcep[console]``), so
 nothing outside this package imports it.
 """

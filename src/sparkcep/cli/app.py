@@ -10,9 +10,9 @@ from typing import IO, TYPE_CHECKING, Any
 
 import click
 
-from sparkcep.cli_console import console as console_command
-from sparkcep.cli_patterns import patterns as patterns_group
-from sparkcep.cli_rules import rules as rules_group
+from sparkcep.cli.console import console as console_command
+from sparkcep.cli.patterns import patterns as patterns_group
+from sparkcep.cli.rules import rules as rules_group
 from sparkcep.core.pages import DEFAULT_PAGE_KEYS, MAX_PAGE_KEYS
 from sparkcep.errors import SparkcepError
 from sparkcep.failures import (
@@ -505,7 +505,3 @@ def demo(workdir: Path, events: int, files: int) -> None:
     except SparkcepError as exc:
         raise click.ClickException(str(exc)) from exc
     sys.exit(0 if ok else 1)
-
-
-if __name__ == "__main__":
-    main()

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from sparkcep.cli_rules import user_errors
+from sparkcep.cli.rules import user_errors
 from sparkcep.errors import RuleError
 
 

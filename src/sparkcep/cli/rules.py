@@ -1,6 +1,6 @@
 """``sparkcep rules ...``: validate rule files and edit the rule store a running job polls.
 
-Attach with ``main.add_command(rules)`` (``from sparkcep.cli_rules import rules``). Every store command takes
+Attach with ``main.add_command(rules)`` (``from sparkcep.cli.rules import rules``). Every store command takes
 ``--store SPEC`` (or ``SPARKCEP_RULES_STORE``); writing commands take ``--author``. Errors are the store's
 own messages (naming rule and field) and exit with status 1.
 """
