@@ -1,16 +1,26 @@
 """Exceptions raised by sparkcep.
 
-Every error the package raises on purpose derives from :class:`SparkcepError`::
+Every error the package raises on purpose derives from :class:`SparkcepError`; the command line turns each into
+a message without a traceback. The whole tree (``tests/test_errors.py`` keeps it equal to the code)::
 
-    SparkcepError
-    ├── RuleError            a rule file or rule definition is invalid (names rule, field, expected, got)
-    ├── DurationError        a duration string such as "7d" or "30m" cannot be read
-    ├── EventTimeError       an event's time field cannot be read as event time
-    ├── EnvironmentProblem   the machine lacks something sparkcep needs (Java 17/21, ...)
-    ├── CheckpointMismatch   a checkpoint was written with settings that differ from this run's
-    └── CheckpointIncomplete part of a checkpoint is gone (deleted or restored in part): resuming would be wrong
+    SparkcepError                                 errors.py
+    ├── RuleError             errors.py           a rule file or rule definition is invalid (names rule, field,
+    │                                             expected, got)
+    ├── DurationError         errors.py           a duration string such as "7d" or "30m" cannot be read
+    ├── EventTimeError        errors.py           an event's time field cannot be read as event time
+    ├── EnvironmentProblem    errors.py           the machine lacks something sparkcep needs (Java 17/21, ...)
+    ├── CheckpointMismatch    errors.py           a checkpoint was written with settings that differ from this run's
+    ├── CheckpointIncomplete  errors.py           part of a checkpoint is gone: resuming would be wrong
+    ├── PatternError          cep/spec.py         a sequence pattern is invalid (names stage and field)
+    ├── ExpressionError       expr/ast.py         a filter or condition expression cannot be parsed or evaluated
+    ├── ConfigError           config.py           a pipeline file is invalid (names file and field)
+    ├── KafkaError            kafka/client.py     Kafka cannot be reached or answers with an error
+    └── StoreError            store/records.py    a rule store cannot be used (unknown spec, unreadable, newer schema)
 
-Bad *input events* never raise: they become dead-letter records with a reason.
+Two exceptions stay inside their layer and never reach a caller: ``FieldProblem`` (core/logic.py: an input field a
+rule needs is missing or wrong, which becomes a dead letter) and ``ApiError`` (console/errors.py: an HTTP answer
+other than 2xx, which becomes the response). Bad *input events* never raise: they become dead-letter records
+with a reason.
 """
 
 from __future__ import annotations
