@@ -29,6 +29,7 @@ import orjson
 
 from sparkcep.core.control import BUCKET_FIELD, CONTROL_FIELD
 from sparkcep.core.lines import INVALID_TEXT_REASON, InvalidText, is_blank, read_lines
+from sparkcep.core.local import readable_time
 from sparkcep.errors import SparkcepError
 from sparkcep.expr import ExpressionError, compile_expression
 from sparkcep.ids import output_id
@@ -584,21 +585,6 @@ def _later(a: int | None, b: int | None) -> int | None:
     return b if a is None else a if b is None else max(a, b)
 
 
-def _readable_time(rules: RuleSet, line: str) -> int | None:
-    """The event time of a refused line, if it has one a reader of times would accept (any JSON object with a
-    readable time field that is not a control record): such a line still tells how far event time has come."""
-    try:
-        obj = json.loads(line)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(obj, dict) or obj.get(CONTROL_FIELD) is not None or obj.get(BUCKET_FIELD) is not None:
-        return None
-    try:
-        return parse_event_time(obj.get(rules.input.time_field))
-    except SparkcepError:
-        return None
-
-
 def evaluate(
     rules: RuleSet, lines: Iterable[str], *, until: int | None = None, watermark_delay_ms: int | None = None
 ) -> OracleResult:
@@ -622,7 +608,7 @@ def evaluate(
         if isinstance(parsed, str):
             dead_letters.append((line, parsed))
             if watermark_delay_ms is not None and not isinstance(raw, InvalidText):
-                max_read_time = _later(max_read_time, _readable_time(rules, line))
+                max_read_time = _later(max_read_time, readable_time(line, rules.input.time_field))
             continue
         event_time, event_type, event_id, obj = parsed
         max_read_time = _later(max_read_time, event_time)

@@ -11,8 +11,9 @@ would cost as much as the whole state. Here the keys are spread over *pages* by 
 - every other page stays where it is, unread and unwritten.
 
 Pages form a binary trie over a 64-bit hash: page ``1`` holds every key; a page that grows past
-:attr:`PageLimits.keys` keys or :attr:`PageLimits.bytes` bytes splits into its two children (``2p`` and
-``2p + 1``, by the next bit of the hash), so the number of pages follows the number of keys and a page's
+:attr:`PageLimits.keys` keys or :attr:`PageLimits.bytes` bytes splits into its descendants (the children of
+``p`` are ``2p`` and ``2p + 1``, by the next bit of the hash; a large page goes down several levels at once),
+so the number of pages follows the number of keys and a page's
 value stays small (a single key larger than the byte limit stays alone on its page). Two empty sibling pages
 merge back into their parent. A page id therefore encodes its depth (its bit length minus one) and its hash
 prefix, and a key's page is the one page in the index on that key's path.
@@ -169,7 +170,8 @@ class BucketIndex:
     def is_empty(self) -> bool:
         return self.rules_json is None and self.registered_timer is None and not self.held and self.keys() == 0
 
-    def _changed_shape(self) -> None:
+    def shape_changed(self) -> None:
+        """Pages were split or merged: the depths in use are read again at the next lookup."""
         self._depths = ()
 
 
@@ -278,11 +280,15 @@ class PagedBucket:
         with collector_paused():
             return self._load(sorted(self.index.pages))[0]
 
-    def _page_of(self, slot: Slot) -> int:
+    def _hash(self, slot: Slot) -> int:
+        """:func:`key_hash`, once per key and call (a key is hashed to find its page, and again if it splits)."""
         hashed = self._hashes.get(slot)
         if hashed is None:
             hashed = self._hashes[slot] = key_hash(slot)
-        return self.index.page_of(hashed)
+        return hashed
+
+    def _page_of(self, slot: Slot) -> int:
+        return self.index.page_of(self._hash(slot))
 
     def _load(self, pages: list[int]) -> tuple[BucketState, dict[int, list[Slot]]]:
         """The keys of ``pages`` in one state, and which keys each page held."""
@@ -342,10 +348,7 @@ class PagedBucket:
         first = page << levels
         children: dict[int, dict[Slot, KeyState]] = {}
         for slot, key_state in keys.items():
-            hashed = self._hashes.get(slot)
-            if hashed is None:
-                hashed = self._hashes[slot] = key_hash(slot)
-            child = first | ((hashed >> shift) & mask)
+            child = first | ((self._hash(slot) >> shift) & mask)
             found = children.get(child)
             if found is None:
                 children[child] = {slot: key_state}
@@ -356,7 +359,7 @@ class PagedBucket:
             index.pages[child] = PageMeta(None, 0, 0, 0)
         for child in children:
             index.pages[child] = PageMeta(None, 0, 0, 0)
-        index._changed_shape()
+        index.shape_changed()
         for child, child_keys in children.items():
             self._store_page(child, child_keys)
         self._merge_empty(empty)
@@ -376,7 +379,7 @@ class PagedBucket:
             del index.pages[page], index.pages[sibling]
             parent = page // 2
             index.pages[parent] = PageMeta(None, 0, 0, 0)
-            index._changed_shape()
+            index.shape_changed()
             candidates.append(parent)
 
 
@@ -399,8 +402,3 @@ def open_bucket(blob: bytes | None, store: PageStore, limits: PageLimits | None 
     )
     bucket.absorb(legacy.keys)
     return bucket
-
-
-def index_from_pages(values: Mapping[int, Mapping[Slot, KeyState]]) -> BucketIndex:
-    """An index describing the given pages (for tests that build pages by hand)."""
-    return BucketIndex({page: _meta(keys, len(_encode(keys))) for page, keys in values.items()})

@@ -11,7 +11,7 @@ PySpark 4.3 facts this is built around (see docs/semantics.md):
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -42,8 +42,6 @@ PAGE_SCHEMA = StructType([StructField("blob", BinaryType(), True)])
 # Reading more than this share of a bucket's pages goes through one iterator over all of them, which Spark
 # fetches in batches, instead of one call per page (see bench/README.md, "State in pages").
 BULK_READ_SHARE = 0.3
-
-
 
 
 @lru_cache(maxsize=8)
@@ -133,7 +131,7 @@ class MapStatePages:
     def __init__(self, state: Any) -> None:
         self._state = state
 
-    def read(self, pages: list[int] | Any, total: int) -> dict[int, bytes]:
+    def read(self, pages: Sequence[int], total: int) -> dict[int, bytes]:
         if len(pages) > BULK_READ_SHARE * total:
             wanted = set(pages)
             return {key[0]: value[0] for key, value in self._state.iterator() if key[0] in wanted}
