@@ -6,9 +6,10 @@ import json
 
 import pytest
 
-from sparkcep.alerts import PostgresAlertStore, key_text, open_alert_sinks
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
+from sparkcep.io.postgres import PostgresAlertStore, open_alert_sinks
+from sparkcep.outputs import key_text
 from sparkcep.store.records import StoreError
 
 from helpers import MINUTE, T0, line, ruleset
@@ -60,3 +61,57 @@ def test_urls_with_passwords_and_other_schemes_are_refused() -> None:
     with pytest.raises(StoreError, match="expected 'postgresql://"):
         open_alert_sinks(["sqlite:alerts.db"])
     assert key_text({"key": {"payerId": 25, "beneficiaryId": 12}}) == "payerId=25,beneficiaryId=12"
+
+
+def _as_role(url: str, role: str) -> str:
+    scheme, rest = url.split("://", 1)
+    return f"{scheme}://{role}@{rest.split('@', 1)[1]}"
+
+
+def test_the_console_reads_the_job_s_table_without_ddl_rights(postgres_db: str) -> None:
+    import uuid
+
+    import psycopg
+
+    from sparkcep.console.alert_sources import AlertQuery
+    from sparkcep.console.postgres_alerts import PostgresAlertSource
+
+    with pytest.raises(StoreError, match=r"has no alerts table yet; expected version 2.*sparkcep run --alert-store"):
+        PostgresAlertSource(postgres_db)  # no job has written here: the console creates nothing
+    store = PostgresAlertStore(postgres_db)  # the job owns the schema
+    role = f"reader_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres_db, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN")  # type: ignore[arg-type]  # generated name
+        conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")  # type: ignore[arg-type]
+        conn.execute(f"REVOKE CREATE ON SCHEMA public FROM PUBLIC, {role}")  # type: ignore[arg-type]
+    reader = _as_role(postgres_db, role)
+    with psycopg.connect(reader) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
+        conn.execute("CREATE TABLE t (x int)")  # the role really cannot change the schema
+    source = PostgresAlertSource(reader)
+    tail = source.tail()
+    lines = [line("PAY", T0 + i * MINUTE, f"e{i}", payerId=1) for i in range(3)]
+    records = LocalRunner(Program(ruleset(RULE)), 5_000).run([lines]).outputs
+    store.write_batch(1, batch_outputs(records))
+    assert [r["event_id"] for r in tail.poll()] == [r["event_id"] for r in records]
+    assert len(source.recent(AlertQuery(limit=10), {})) == len(records)
+
+
+def test_a_table_an_earlier_console_extended_is_taken_over_by_the_job_s_migrations(postgres_db: str) -> None:
+    import psycopg
+
+    from sparkcep.io.postgres import MIGRATIONS, SCHEMA_TABLE
+    from sparkcep.store.postgres import applied_version, apply_migrations
+
+    # Before: the job's first migration, and the console's own history adding the arrival column.
+    with psycopg.connect(postgres_db) as conn, conn.transaction():
+        apply_migrations(conn, "alert store", SCHEMA_TABLE, MIGRATIONS[:1])
+        apply_migrations(conn, "alert store (console)", "sparkcep_console_alert_schema", [MIGRATIONS[1][:-1]])
+    store = PostgresAlertStore(postgres_db)
+    with psycopg.connect(postgres_db) as conn:
+        assert applied_version(conn, SCHEMA_TABLE) == len(MIGRATIONS)
+        gone = conn.execute("SELECT to_regclass('sparkcep_console_alert_schema') IS NULL").fetchone()
+        assert gone == (True,)
+    lines = [line("PAY", T0 + i * MINUTE, f"e{i}", payerId=1) for i in range(3)]
+    assert store.write_batch(1, batch_outputs(LocalRunner(Program(ruleset(RULE)), 5_000).run([lines]).outputs)) == 2
+    with psycopg.connect(postgres_db) as conn:
+        assert conn.execute("SELECT COUNT(arrival) FROM sparkcep_alerts").fetchone() == (2,)

@@ -4,6 +4,8 @@
   indirectly: it runs and is tested without Spark.
 - The console never reaches the Spark adapter (``spark/``): it reads a run's files through ``sparkcep.outputs``
   and must start without pyspark.
+- Sources and sinks (``io/``) never reach the Spark adapter, the console or the command line: the adapter and
+  the run helper use them, not the other way round.
 - Nothing imports the command line: it is the outermost layer.
 """
 
@@ -112,6 +114,10 @@ def test_the_console_never_reaches_the_spark_adapter() -> None:
     assert violations(GRAPH, ("sparkcep.console",), ("sparkcep.spark", "pyspark")) == []
 
 
+def test_sources_and_sinks_never_reach_the_adapter_the_console_or_the_command_line() -> None:
+    assert violations(GRAPH, ("sparkcep.io",), ("sparkcep.spark", "sparkcep.console", CLI)) == []
+
+
 def cli_importers(graph: Mapping[str, set[str]]) -> dict[str, list[str]]:
     """Modules outside the command line that import it, with what they import."""
 
@@ -145,9 +151,15 @@ def test_nothing_imports_the_command_line() -> None:
         ),
         (
             "sparkcep.console.health",
-            "def later():\n    from sparkcep.spark.sink import FileSink",
+            "def later():\n    from sparkcep.spark.batches import BatchCollector",
             (("sparkcep.console",), ("sparkcep.spark",)),
             "sparkcep.console.health -> sparkcep.spark",
+        ),
+        (
+            "sparkcep.io.files",
+            "from sparkcep.spark.runner import RunConfig",
+            (("sparkcep.io",), ("sparkcep.spark",)),
+            "sparkcep.io.files -> sparkcep.spark",
         ),
     ],
 )

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from sparkcep.config import ConfigError, FilesSource, load_config
+from sparkcep.config import ConfigError, FilesSourceConfig, KafkaSourceConfig, load_config
+from sparkcep.spark.jobs import pipeline_source, pipeline_writers
 
 KAFKA = """
 source:
@@ -39,7 +40,10 @@ def test_a_kafka_pipeline_file_becomes_source_options_and_absolute_paths(tmp_pat
     config = load_config(write(tmp_path, KAFKA))
     assert config.until_caught_up and config.watermark_delay_ms == 10_000
     assert config.checkpoint == tmp_path / "ck" and config.sinks.files == tmp_path / "out"
-    assert dict(config.kafka_options() or ()) == {
+    assert isinstance(config.source, KafkaSourceConfig)
+    source = pipeline_source(config)
+    assert source.directory is None and config.input_dir is None
+    assert source.reader_options("occurred_at") == {  # type: ignore[attr-defined]
         "bootstrap.servers": "127.0.0.1:9092",
         "topics": "orders,parcels",
         "startingoffsets": "2024-01-01T00:00:00Z",
@@ -48,15 +52,16 @@ def test_a_kafka_pipeline_file_becomes_source_options_and_absolute_paths(tmp_pat
         "kafka.security.protocol": "SASL_PLAINTEXT",
         "kafka.sasl.username": "cep",
         "kafka.sasl.password": "env:KAFKA_PASSWORD",  # resolved only where the client is created
-        "timefallback": "true",  # events without the time field take the record timestamp
+        "timefield": "occurred_at",  # events without the time field take the record timestamp
     }
 
 
 def test_a_files_pipeline(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, "source: {type: files, path: in}\nrules: {file: r.json}\n"
                                           "sinks: {files: out}\ncheckpoint: ck\n"))  # fmt: skip
-    assert isinstance(config.source, FilesSource) and config.source.path == tmp_path / "in"
-    assert config.rules.file == tmp_path / "r.json" and config.kafka_options() is None and config.trigger == "1s"
+    assert isinstance(config.source, FilesSourceConfig) and config.source.path == tmp_path / "in"
+    assert pipeline_source(config).directory == tmp_path / "in" == config.input_dir
+    assert config.rules.file == tmp_path / "r.json" and pipeline_writers(config) == () and config.trigger == "1s"
 
 
 @pytest.mark.parametrize(

@@ -19,11 +19,11 @@ with warnings.catch_warnings():
     # Starlette 1.x would rather drive its test client with httpx2; httpx is what the project pins and works.
     warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient` is deprecated")
     from fastapi.testclient import TestClient
-from sparkcep.alerts import PostgresAlertStore
 from sparkcep.console import ConsoleSettings, create_app
 from sparkcep.console.health import compute_health, metrics_from_json
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
+from sparkcep.io.postgres import PostgresAlertStore
 from sparkcep.outputs import BatchMetrics
 from sparkcep.store import RuleStore, open_store, summary_sentence
 from sparkcep.store.quarantine import QUARANTINE_AUTHOR

@@ -23,11 +23,11 @@ import pytest
 from test_console_api import AGGREGATE, PATTERN, Job, payments, serving
 from test_spark import transactions  # payments of 8 payers, 0-4 s apart in event time
 
-from sparkcep.alerts import key_text
 from sparkcep.console import ConsoleSettings, create_app
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
-from sparkcep.outputs import BatchMetrics, read_metrics
+from sparkcep.io.files import FileSource
+from sparkcep.outputs import BatchMetrics, key_text, read_metrics
 from sparkcep.rules.model import parse_rules
 from sparkcep.spark.runner import Pipeline, RunConfig
 from sparkcep.store import open_store
@@ -149,7 +149,9 @@ def test_a_rule_created_in_the_page_reaches_the_running_job_and_its_alerts_show_
     input_dir.mkdir()
     lines = transactions(3_000, seed=5)
     batches = [lines[i : i + 200] for i in range(0, len(lines), 200)]
-    config = RunConfig(input_dir, output_dir, checkpoint_dir, buckets=4, trigger_interval="200 milliseconds")
+    config = RunConfig(
+        FileSource(input_dir), output_dir, checkpoint_dir, buckets=4, trigger_interval="200 milliseconds"
+    )
     pipeline = Pipeline(spark, None, config, store=store)
     fed = 0
 

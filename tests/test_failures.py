@@ -28,7 +28,7 @@ from click.testing import CliRunner
 
 from sparkcep import runlog
 from sparkcep.cli import main
-from sparkcep.errors import CheckpointIncomplete, EnvironmentProblem
+from sparkcep.errors import CheckpointIncomplete, EnvironmentProblem, RunError
 from sparkcep.failures import (
     Service,
     Where,
@@ -446,20 +446,20 @@ def _failing_pipeline(error: Exception) -> type:
     ("error", "first", "fix"),
     [
         (
-            RuntimeError("the streaming query stopped before the end-of-input flush: [STREAM_FAILED] Query [id = 1] "
+            RunError("the streaming query stopped before the end-of-input flush: [STREAM_FAILED] Query [id = 1] "
                          "terminated with exception: Failed to read log file file:/c/query/offsets/3. Incomplete "
                          "log file"),
             "Error: checkpoint directory /c is missing or incomplete: /c/query/offsets/3 is incomplete (truncated)",
             "Fix: restore the whole checkpoint directory",
         ),
         (
-            RuntimeError("the streaming query stopped before the end-of-input flush: None"),
+            RunError("the streaming query stopped before the end-of-input flush: None"),
             "Error: the streaming query stopped before the end-of-input flush: None",
             "Fix: see the full trace for the query's error; once it is fixed, run the same command again: it "
             "continues from the checkpoint",
         ),
         (
-            TimeoutError("no micro-batch reached the watermark 2024-01-01T03:29:31.601Z in time"),
+            RunError("no micro-batch reached the watermark 2024-01-01T03:29:31.601Z in time", timed_out=True),
             "Error: no micro-batch reached the watermark 2024-01-01T03:29:31.601Z in time",
             "Fix: the machine may be overloaded",
         ),
@@ -468,13 +468,12 @@ def _failing_pipeline(error: Exception) -> type:
 def test_cli_runner_errors_become_messages(
     error: Exception, first: str, fix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The runner's own RuntimeError (query stopped before the end-of-input flush) and TimeoutError, exactly as
-    it raises them, reach the user as a message (the runner is stubbed: no Spark here)."""
-    import sparkcep.spark.runner
-    import sparkcep.spark.session
+    """The runner's RunError (query stopped before the end-of-input flush, or timed out), exactly as it raises
+    it, reaches the user as a message with a fix (the runner is stubbed: no Spark here)."""
+    import sparkcep.spark.jobs
 
-    monkeypatch.setattr(sparkcep.spark.session, "get_or_create_session", lambda *_a, **_k: object())
-    monkeypatch.setattr(sparkcep.spark.runner, "Pipeline", _failing_pipeline(error))
+    monkeypatch.setattr(sparkcep.spark.jobs, "get_or_create_session", lambda *_a, **_k: object())
+    monkeypatch.setattr(sparkcep.spark.jobs, "Pipeline", _failing_pipeline(error))
     result = _invoke(["run", "--rules", str(ORDER_RULES), "--input", str(tmp_path / "in"), "--output",
                       str(tmp_path / "out"), "--checkpoint", str(tmp_path / "ck"), "--until-caught-up"])  # fmt: skip
     assert result.exit_code == 1

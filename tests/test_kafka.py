@@ -93,7 +93,7 @@ def test_kafka_to_kafka_and_postgres_survives_a_hard_kill_without_loss_or_duplic
 ) -> None:
     from servers import fresh_database
 
-    from sparkcep.alerts import PostgresAlertStore
+    from sparkcep.io.postgres import PostgresAlertStore
     from sparkcep.store import open_store
 
     generate_orders(tmp_path / "gen", 5_000, seed=21, files=1, mean_gap_ms=1_200_000)
@@ -205,8 +205,10 @@ def test_a_skewed_backfill_aligned_in_event_time_equals_the_live_output(
         options = {"bootstrap.servers": kafka, "topics": topic, "maxrecordsperbatch": "600"}
         if aligned:
             options["alignstepms"] = str(30 * 60_000)
-        config = RunConfig(tmp_path / "unused", tmp_path / name / "out", tmp_path / name / "ck", buckets=4,
-                           kafka_source=tuple(options.items()))  # fmt: skip
+        from sparkcep.io.kafka.source import KafkaSource
+
+        source = KafkaSource(tuple(sorted(options.items())))
+        config = RunConfig(source, tmp_path / name / "out", tmp_path / name / "ck", buckets=4)
         summary = Pipeline(spark, rules, config).run_until_caught_up()
         assert summary.accepted == len(lines)
         return without_origins(read_all_outputs(tmp_path / name / "out")), summary.late
@@ -219,8 +221,8 @@ def test_a_skewed_backfill_aligned_in_event_time_equals_the_live_output(
 
 
 def test_the_official_connector_switch_says_what_is_missing(spark: SparkSession) -> None:
-    from sparkcep.kafka.client import KafkaError
-    from sparkcep.spark.query import kafka_records
+    from sparkcep.io.kafka.client import KafkaError
+    from sparkcep.io.kafka.source import kafka_records
 
     options = {"bootstrap.servers": "127.0.0.1:1", "topics": "t", "implementation": "spark-connector"}
     with pytest.raises(KafkaError, match="spark-sql-kafka connector"):
@@ -232,7 +234,7 @@ def test_the_official_connector_switch_says_what_is_missing(spark: SparkSession)
 def test_the_reader_plans_starting_offsets_caps_and_aligned_horizons(kafka: str) -> None:
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
-    from sparkcep.kafka.source import KafkaStreamReader, ReaderOptions
+    from sparkcep.io.kafka.reader import KafkaStreamReader, ReaderOptions
 
     t0 = parse_event_time("2024-01-01T00:00:00Z")
     topic = "reader-plans"

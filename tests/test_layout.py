@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sparkcep.io.files import FileSource
 from sparkcep.spark.packing import PACKED_SCHEMA, pack_batch, pack_batches, unpack
 from sparkcep.spark.placement import (
     balanced_bucket_keys,
@@ -83,7 +84,7 @@ class _Session:
 
 
 def _pipeline(checkpoint: Path, partitions: int, buckets: int = 8) -> Pipeline:
-    config = RunConfig(checkpoint / "in", checkpoint / "out", checkpoint, buckets=buckets)
+    config = RunConfig(FileSource(checkpoint / "in"), checkpoint / "out", checkpoint, buckets=buckets)
     pipeline = Pipeline(_Session(partitions), ruleset(COMPLETION_RULE), config)  # type: ignore[arg-type]
     pipeline._check_checkpoint()
     return pipeline
@@ -218,7 +219,7 @@ def test_a_version_recorded_while_running_takes_effect_after_every_event_time_re
 
     store = open_store(f"sqlite:{tmp_path / 'rules.db'}")
     store.add(COMPLETION_RULE)
-    config = RunConfig(tmp_path / "in", tmp_path / "out", tmp_path / "ck", buckets=4)
+    config = RunConfig(FileSource(tmp_path / "in"), tmp_path / "out", tmp_path / "ck", buckets=4)
     pipeline = Pipeline(_Session(2), None, config, store=store)  # type: ignore[arg-type]
     pipeline._after_batch(BatchMetrics(batch_id=0, max_event_time=1_000, max_read_time=5_000))
     store.pause("order-fulfilment")

@@ -19,6 +19,7 @@ import pytest
 from sparkcep import oracle
 from sparkcep.core.engine import add_counts
 from sparkcep.core.program import Program
+from sparkcep.io.files import FileSource
 from sparkcep.outputs import canonical, read_all_outputs, read_jsonl_dir, read_metrics
 from sparkcep.rules.model import RuleSet, load_rules, parse_rules
 from sparkcep.simulate import generate_orders
@@ -44,8 +45,10 @@ def write_batches(directory: Path, batches: list[list[str]]) -> None:
         os.utime(path, (1_700_000_000 + index, 1_700_000_000 + index))
 
 
-def bounded_run(spark: SparkSession, rules: RuleSet, input_dir: Path, base: Path, **kw: int) -> RunSummary:
-    config = RunConfig(input_dir, base / "out", base / "ck", buckets=8, **kw)
+def bounded_run(
+    spark: SparkSession, rules: RuleSet, input_dir: Path, base: Path, max_files_per_trigger: int = 1, **kw: int
+) -> RunSummary:
+    config = RunConfig(FileSource(input_dir, max_files_per_trigger), base / "out", base / "ck", buckets=8, **kw)
     return Pipeline(spark, rules, config).run_until_caught_up()
 
 
@@ -136,7 +139,7 @@ def test_an_event_one_grouping_cannot_key_reaches_the_others_and_a_dead_letter_f
 def test_streaming_run_picks_up_new_files_while_it_runs(spark: SparkSession, tmp_path: Path) -> None:
     rules = ruleset({**INACTIVITY_RULE, "timeout": "10m"})
     config = RunConfig(
-        tmp_path / "in",
+        FileSource(tmp_path / "in"),
         tmp_path / "out",
         tmp_path / "ck",
         buckets=4,
@@ -294,7 +297,13 @@ def test_aggregate_rules_live_run_equals_backtest_and_oracle(spark: SparkSession
     live = Pipeline(
         spark,
         rules,
-        RunConfig(tmp_path / "in", tmp_path / "live", tmp_path / "ck", buckets=4, trigger_interval="200 milliseconds"),
+        RunConfig(
+            FileSource(tmp_path / "in"),
+            tmp_path / "live",
+            tmp_path / "ck",
+            buckets=4,
+            trigger_interval="200 milliseconds",
+        ),
     )
     (tmp_path / "in").mkdir()
     query = live.start(available_now=False)
@@ -343,7 +352,7 @@ def test_rules_changed_in_a_store_reach_the_running_query_and_a_replay_reproduce
     lines = transactions(2_400, seed=9)
     batches = [lines[i : i + 200] for i in range(0, len(lines), 200)]
     config = RunConfig(
-        tmp_path / "in", tmp_path / "live", tmp_path / "ck", buckets=4, trigger_interval="200 milliseconds"
+        FileSource(tmp_path / "in"), tmp_path / "live", tmp_path / "ck", buckets=4, trigger_interval="200 milliseconds"
     )
     (tmp_path / "in").mkdir()
     live = Pipeline(spark, None, config, store=store)
@@ -444,7 +453,7 @@ def test_pattern_processors_added_replaced_and_deleted_while_running_survive_a_r
     lines = transactions(2_400, seed=9)
     batches = [lines[i : i + 200] for i in range(0, len(lines), 200)]
     config = RunConfig(
-        tmp_path / "in", tmp_path / "live", tmp_path / "ck", buckets=4, trigger_interval="200 milliseconds"
+        FileSource(tmp_path / "in"), tmp_path / "live", tmp_path / "ck", buckets=4, trigger_interval="200 milliseconds"
     )
     (tmp_path / "in").mkdir()
     changes = {
@@ -538,7 +547,7 @@ def test_completion_and_inactivity_rules_changed_in_a_store_while_running_replay
     batches = [lines[i : i + 120] for i in range(0, len(lines), 120)]
     assert len(batches) == 12
     config = RunConfig(
-        tmp_path / "in", tmp_path / "live", tmp_path / "ck", buckets=4, trigger_interval="200 milliseconds"
+        FileSource(tmp_path / "in"), tmp_path / "live", tmp_path / "ck", buckets=4, trigger_interval="200 milliseconds"
     )
     (tmp_path / "in").mkdir()
     live = Pipeline(spark, None, config, store=store)
@@ -611,8 +620,8 @@ def test_a_checkpoint_from_before_pages_resumes(
     lines = orders_and_tracks(seed=5)
     batches = [lines[i : i + 150] for i in range(0, len(lines), 150)]
     config = RunConfig(
-        tmp_path / "in", tmp_path / "out", tmp_path / "ck", buckets=4, trigger_interval="200 milliseconds",
-        state_page_keys=2,
+        FileSource(tmp_path / "in"), tmp_path / "out", tmp_path / "ck", buckets=4,
+        trigger_interval="200 milliseconds", state_page_keys=2,
     )  # fmt: skip
     (tmp_path / "in").mkdir()
     half = len(batches) // 2

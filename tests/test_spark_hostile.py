@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from sparkcep import oracle
+from sparkcep.io.files import FileSource
 from sparkcep.outputs import canonical, read_all_outputs, read_jsonl_dir
 from sparkcep.spark.runner import Pipeline, RunConfig, RunSummary
 from sparkcep.timeutil import format_iso
@@ -39,7 +40,7 @@ def _write(directory: Path, index: int, lines: list[bytes]) -> None:
 
 
 def _run(spark: SparkSession, input_dir: Path, base: Path) -> RunSummary:
-    config = RunConfig(input_dir, base / "out", base / "ck", watermark_delay_ms=1_000, buckets=4)
+    config = RunConfig(FileSource(input_dir), base / "out", base / "ck", watermark_delay_ms=1_000, buckets=4)
     return Pipeline(spark, RULES, config).run_until_caught_up()
 
 
@@ -152,7 +153,9 @@ def test_a_store_with_an_unreadable_version_runs_the_other_rules_and_reports_it(
     spec = f"sqlite:{tmp_path / 'rules.db'}"
     store = filled(spec, BAD_RULES["negative window"])  # version 2 of "big" says window -300000
     _write(tmp_path / "in", 0, [line.encode() for line in payments()])
-    config = RunConfig(tmp_path / "in", tmp_path / "out", tmp_path / "ck", watermark_delay_ms=1_000, buckets=4)
+    config = RunConfig(
+        FileSource(tmp_path / "in"), tmp_path / "out", tmp_path / "ck", watermark_delay_ms=1_000, buckets=4
+    )
     summary = Pipeline(spark, None, config, store=open_store(spec)).run_until_caught_up()
     assert summary.unreadable_rule_versions == 1
     [record] = read_jsonl_dir(tmp_path / "out" / "_errors")

@@ -38,10 +38,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sparkcep.core.pages import DEFAULT_PAGE_KEYS, MAX_PAGE_KEYS
-from sparkcep.errors import DurationError, SparkcepError
-from sparkcep.kafka.client import KafkaError, check_no_inline_secrets
+from sparkcep.errors import SparkcepError
+from sparkcep.io.kafka.client import KafkaError, check_no_inline_secrets
+from sparkcep.rules.base import DurationMs
 from sparkcep.store import store_spec_relative_to
-from sparkcep.timeutil import DEFAULT_MAX_AHEAD_MS, parse_duration
+from sparkcep.timeutil import DEFAULT_MAX_AHEAD_MS, positive_duration
 
 
 class ConfigError(SparkcepError):
@@ -52,14 +53,6 @@ class _Strict(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-def _duration(value: object) -> int:
-    if isinstance(value, str | int) and not isinstance(value, bool):
-        ms = parse_duration(value)
-        if ms > 0:
-            return ms
-    raise DurationError(f"expected a positive duration such as '5s' or '10m', got {value!r}")
-
-
 def _no_inline_secrets(properties: dict[str, str], where: str) -> dict[str, str]:
     try:
         check_no_inline_secrets(properties, where)
@@ -68,7 +61,7 @@ def _no_inline_secrets(properties: dict[str, str], where: str) -> dict[str, str]
     return properties
 
 
-class FilesSource(_Strict):
+class FilesSourceConfig(_Strict):
     type: Literal["files"]
     path: Path
     max_files_per_trigger: int = Field(default=1, ge=1)
@@ -76,13 +69,12 @@ class FilesSource(_Strict):
 
 class Backfill(_Strict):
     aligned: bool = True
-    step_ms: int = Field(default=600_000, alias="step")
+    step_ms: DurationMs = Field(default=600_000, alias="step")
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
-    _step = field_validator("step_ms", mode="before")(_duration)
 
 
-class KafkaSource(_Strict):
+class KafkaSourceConfig(_Strict):
     type: Literal["kafka"]
     bootstrap_servers: str
     topics: list[str] = Field(min_length=1)
@@ -96,7 +88,7 @@ class KafkaSource(_Strict):
     _secrets = field_validator("properties")(lambda value: _no_inline_secrets(value, "source.properties"))
 
 
-class KafkaSink(_Strict):
+class KafkaSinkConfig(_Strict):
     bootstrap_servers: str
     sink_id: str | None = None  # default: derived from the checkpoint path
     topic_prefix: str = ""
@@ -110,7 +102,7 @@ class KafkaSink(_Strict):
 
 class Sinks(_Strict):
     files: Path
-    kafka: KafkaSink | None = None
+    kafka: KafkaSinkConfig | None = None
     postgres: list[str] = Field(default_factory=list)
 
     @field_validator("postgres")
@@ -139,11 +131,11 @@ class SparkSettingsConfig(_Strict):
 
 
 class PipelineConfig(_Strict):
-    source: Annotated[FilesSource | KafkaSource, Field(discriminator="type")]
+    source: Annotated[FilesSourceConfig | KafkaSourceConfig, Field(discriminator="type")]
     rules: Rules
     sinks: Sinks
     checkpoint: Path
-    watermark_delay_ms: int = Field(default=5_000, alias="watermark_delay")
+    watermark_delay_ms: DurationMs = Field(default=5_000, alias="watermark_delay")
     # "off" (or null): no bound on how far past the wall clock an event time may lie
     max_time_ahead_ms: int | None = Field(default=DEFAULT_MAX_AHEAD_MS, alias="max_time_ahead")
     trigger: str = "1s"
@@ -152,41 +144,27 @@ class PipelineConfig(_Strict):
     spark: SparkSettingsConfig = SparkSettingsConfig()
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
-    _delay = field_validator("watermark_delay_ms", mode="before")(_duration)
 
     @field_validator("max_time_ahead_ms", mode="before")
     @classmethod
     def _ahead(cls, value: object) -> int | None:
-        return None if value is None or value == "off" else _duration(value)
+        return None if value is None or value == "off" else positive_duration(value)
 
     @field_validator("trigger")
     @classmethod
     def _trigger(cls, value: str) -> str:
         if value != "until_caught_up":
-            _duration(value)
+            positive_duration(value)
         return value
 
     @property
     def until_caught_up(self) -> bool:
         return self.trigger == "until_caught_up"
 
-    def kafka_options(self) -> tuple[tuple[str, str], ...] | None:
-        """The Kafka source's options as the Spark reader takes them."""
-        source = self.source
-        if not isinstance(source, KafkaSource):
-            return None
-        options = {"bootstrap.servers": source.bootstrap_servers, "topics": ",".join(source.topics),
-                   "startingoffsets": source.starting_offsets}  # fmt: skip
-        if source.max_records_per_batch is not None:
-            options["maxrecordsperbatch"] = str(source.max_records_per_batch)
-        if source.backfill is not None and source.backfill.aligned:
-            options["alignstepms"] = str(source.backfill.step_ms)
-        if source.implementation == "spark-connector":
-            options["implementation"] = "spark-connector"
-        if source.time_field_fallback:
-            options["timefallback"] = "true"  # the pipeline adds the rule file's time field
-        options.update({f"kafka.{name}": value for name, value in source.properties.items()})
-        return tuple(sorted(options.items()))
+    @property
+    def input_dir(self) -> Path | None:
+        """The directory a files source reads (None for Kafka)."""
+        return self.source.path if isinstance(self.source, FilesSourceConfig) else None
 
 
 def _resolve(base: Path, path: Path) -> Path:
@@ -229,6 +207,6 @@ def load_config(path: str | Path) -> PipelineConfig:
     elif config.rules.store is not None:
         # A SQLite or JSON-file store named by a relative path lives next to the file, like its other paths.
         updates["rules"] = Rules(store=store_spec_relative_to(config.rules.store, base))
-    if isinstance(config.source, FilesSource):
+    if isinstance(config.source, FilesSourceConfig):
         updates["source"] = config.source.model_copy(update={"path": _resolve(base, config.source.path)})
     return config.model_copy(update=updates)

@@ -49,8 +49,10 @@ def run_demo(
 ) -> bool:
     """Simulate data, run both monitors on local Spark, compare with the plain-Python oracle."""
     from sparkcep import oracle
+    from sparkcep.io.files import FileSource
     from sparkcep.simulate import generate_devices, generate_orders
-    from sparkcep.spark.runner import Pipeline, RunConfig
+    from sparkcep.spark.jobs import Job, run_job
+    from sparkcep.spark.runner import RunConfig
     from sparkcep.spark.session import get_or_create_session
 
     workdir = workdir.resolve()
@@ -70,8 +72,8 @@ def run_demo(
         sim = generate(base / "input", events, 42, files, overwrite=True)
         _add_messy_file(base / "input", name)
         rules = load_rules(examples_dir / rules_file)
-        config = RunConfig(base / "input", base / "output", base / "checkpoint")
-        summary = Pipeline(spark, rules, config).run_until_caught_up()
+        config = RunConfig(FileSource(base / "input"), base / "output", base / "checkpoint")
+        summary = run_job(Job(config, rules), spark).summary
         # The oracle sees every line except those the run reported late (it has no notion of arrival).
         late_lines = {str(r["line"]) for r in read_jsonl_dir(base / "output" / "_late")}
         lines = (line.rstrip("\r\n") for line in oracle.read_dir(base / "input"))

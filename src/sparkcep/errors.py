@@ -11,10 +11,11 @@ a message without a traceback. The whole tree (``tests/test_errors.py`` keeps it
     ├── EnvironmentProblem    errors.py           the machine lacks something sparkcep needs (Java 17/21, ...)
     ├── CheckpointMismatch    errors.py           a checkpoint was written with settings that differ from this run's
     ├── CheckpointIncomplete  errors.py           part of a checkpoint is gone: resuming would be wrong
+    ├── RunError              errors.py           a bounded run's streaming query stopped or timed out before its end
     ├── PatternError          cep/spec.py         a sequence pattern is invalid (names stage and field)
     ├── ExpressionError       expr/ast.py         a filter or condition expression cannot be parsed or evaluated
     ├── ConfigError           config.py           a pipeline file is invalid (names file and field)
-    ├── KafkaError            kafka/client.py     Kafka cannot be reached or answers with an error
+    ├── KafkaError            io/kafka/client.py  Kafka cannot be reached or answers with an error
     └── StoreError            store/records.py    a rule store cannot be used (unknown spec, unreadable, newer schema)
 
 Two exceptions stay inside their layer and never reach a caller: ``FieldProblem`` (core/logic.py: an input field a
@@ -65,3 +66,12 @@ class CheckpointIncomplete(SparkcepError):
         self.checkpoint_dir = checkpoint_dir
         self.detail = detail
         super().__init__(f"checkpoint directory {checkpoint_dir} is missing or incomplete: {detail}")
+
+
+class RunError(SparkcepError):
+    """A bounded run could not finish: its streaming query stopped (the cause is in the message) or, with
+    ``timed_out``, no micro-batch reached the end-of-input watermark in time."""
+
+    def __init__(self, message: str, *, timed_out: bool = False) -> None:
+        self.timed_out = timed_out
+        super().__init__(message)

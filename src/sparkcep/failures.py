@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from sparkcep.errors import CheckpointIncomplete, EnvironmentProblem, SparkcepError
+from sparkcep.errors import CheckpointIncomplete, EnvironmentProblem, RunError, SparkcepError
 
 _FULL_BELOW_BYTES = 1 << 20  # a file system with less than this left counts as full
 _SECRET_ENV_WORDS = ("PASSWORD", "SECRET", "TOKEN", "KEY", "CREDENTIAL")
@@ -281,7 +281,11 @@ def _unwritable_directory(text: str, where: Where) -> str:
 
 def _hinted_directory(text: str, where: Where) -> str:
     """The directory a trace points at: the file sink writes the output, Spark's state store the checkpoint."""
-    wants_output = "sparkcep/spark/sink.py" in text or "FOREACH_BATCH_USER_FUNCTION_ERROR" in text
+    wants_output = (
+        "sparkcep/io/files.py" in text
+        or "sparkcep/spark/batches.py" in text
+        or "FOREACH_BATCH_USER_FUNCTION_ERROR" in text
+    )
     wants_checkpoint = "STATE_STORE" in text or "CheckpointFileManager" in text or "HDFSMetadataLog" in text
     role = "checkpoint" if wants_checkpoint else "output directory" if wants_output else None
     for known_role, path in where.directories():
@@ -517,15 +521,16 @@ _STREAM_FAILED = re.compile(r"^\[STREAM_FAILED\] Query \[[^\]]*\] terminated wit
 
 
 def _diagnose_unrecognised(exc: BaseException, chain: list[BaseException], where: Where) -> Diagnosis:
+    stopped = next((item for item in chain if isinstance(item, RunError)), None)
+    if stopped is not None:  # the query's own error is in the full trace, which the log keeps
+        if stopped.timed_out:
+            fix = "the machine may be overloaded or the last micro-batch very large; run the same command again"
+        else:
+            fix = "see the full trace for the query's error; once it is fixed, run the same command again"
+        return Diagnosis(_first_line(stopped), _resume_note(fix, where), external=False)
     own = next((item for item in chain if isinstance(item, SparkcepError)), None)
     if own is not None:
         return Diagnosis(str(own), external=False)
-    if isinstance(exc, TimeoutError):
-        fix = "the machine may be overloaded or the last micro-batch very large; run the same command again"
-        return Diagnosis(_first_line(exc), _resume_note(fix, where), external=False)
-    if isinstance(exc, RuntimeError) and "end-of-input flush" in str(exc):
-        fix = "see the full trace for the query's error; once it is fixed, run the same command again"
-        return Diagnosis(_first_line(exc), _resume_note(fix, where), external=False)
     return Diagnosis(f"{type(exc).__name__}: {_first_line(exc)}", external=False)
 
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import orjson
 
@@ -34,8 +34,9 @@ from sparkcep.errors import SparkcepError
 from sparkcep.expr import ExpressionError, compile_expression
 from sparkcep.ids import output_id
 from sparkcep.rules.aggregate import AggregateRule, format_decimal, to_decimal
-from sparkcep.rules.model import CompletionRule, InactivityRule, RuleSet, load_rules
-from sparkcep.rules.pattern import PatternRule
+from sparkcep.rules.completion import CompletionRule
+from sparkcep.rules.inactivity import InactivityRule
+from sparkcep.rules.model import RuleSet, load_rules
 from sparkcep.timeutil import EXPECTED_EVENT_TIME, format_duration, format_iso, parse_duration, parse_event_time
 
 Record = dict[str, object]
@@ -315,6 +316,14 @@ class _Completion:
             verdict(process, end, inclusive=True)
         return found
 
+    def outputs(self, end: int | None) -> list[_Output]:
+        """Every key's complex events, the run ending at ``end``."""
+        found: list[_Output] = []
+        for key, process_events in self.events.items():
+            process_events.sort(key=lambda event: (event[0], event[1], event[2]))
+            found.extend(self.replay(key, process_events, end))
+        return found
+
 
 class _Inactivity:
     """The versions of one inactivity rule id that key by ``key_field``, and per key the events they take."""
@@ -375,6 +384,14 @@ class _Inactivity:
             offline_before(end, inclusive=True)
         return found
 
+    def outputs(self, end: int | None) -> list[_Output]:
+        """Every key's complex events, the run ending at ``end``."""
+        found: list[_Output] = []
+        for key, device_events in self.events.items():
+            device_events.sort(key=lambda event: (event[0], event[1], event[2]))
+            found.extend(self.replay(key, device_events, end))
+        return found
+
 
 def _resolver(obj: dict[str, object]) -> Callable[[tuple[str, ...]], object]:
     """Field lookup for filters: a path walks nested objects; a missing field raises KeyError (null)."""
@@ -429,6 +446,13 @@ class _Aggregate:
             entry = (event_time, event_id, tie_break, value, key_values)
             self.stored.setdefault((version.group_by, key), []).append(entry)
         return in_run
+
+    def outputs(self, end: int | None) -> list[_Output]:
+        """Every stored event's alert, if its window fires (the end of the run changes nothing)."""
+        found: list[_Output] = []
+        for (_, key), entries in self.stored.items():
+            found.extend(_replay_aggregate(self, key, entries))
+        return found
 
 
 def _number(raw: object) -> Decimal | None:
@@ -554,30 +578,40 @@ def _consumed_types(rules: RuleSet) -> set[str] | None:
 _Unit = _Completion | _Inactivity | _Aggregate
 
 
+@dataclass(frozen=True)
+class _Kind:
+    """How the oracle evaluates one rule type: what splits a rule id into units (the keying of a version), and
+    the unit over all versions of an id, made where a keying first appears."""
+
+    keying: Callable[[Any], str]
+    unit: Callable[[list[Any], Any], _Unit]
+
+
+# The oracle's own table of the rule types it evaluates (it shares no logic with the engine, by design).
+# Patterns are checked against Flink CEP's behaviour (tests/conformance) and against a direct sequential run of
+# their logic (tests/test_pattern_engine.py), not here.
+_KINDS: dict[str, _Kind] = {
+    # one unit per id and key field
+    "completion": _Kind(lambda rule: rule.key, lambda versions, rule: _Completion(_Versions(versions), rule.key)),
+    "inactivity": _Kind(lambda rule: rule.key, lambda versions, rule: _Inactivity(_Versions(versions), rule.key)),
+    # one unit per id, whatever the grouping of each version
+    "aggregate": _Kind(lambda rule: "", lambda versions, rule: _Aggregate(versions)),
+}
+
+
 def _units(rules: RuleSet) -> list[_Unit]:
-    """One unit per rule id, where it first appears; completion and inactivity rules one per id and key field."""
+    """One unit per rule id and keying (see _KINDS), where it first appears."""
     units: list[_Unit] = []
     seen: set[tuple[str, str]] = set()
     for rule in rules.rules:
-        if isinstance(rule, PatternRule):
-            # Patterns are checked against Flink CEP's behaviour (tests/conformance) and against a direct
-            # sequential run of their logic (tests/test_pattern_engine.py), not here.
-            raise SparkcepError(f"rule {rule.id!r}: the oracle does not evaluate pattern rules")
-        keying = (rule.id, "" if isinstance(rule, AggregateRule) else rule.key)
+        kind = _KINDS.get(rule.type)
+        if kind is None:
+            raise SparkcepError(f"rule {rule.id!r}: the oracle does not evaluate {rule.type} rules")
+        keying = (rule.id, kind.keying(rule))
         if keying in seen:
             continue
         seen.add(keying)
-        if isinstance(rule, AggregateRule):
-            units.append(_Aggregate(v for v in rules.rules if isinstance(v, AggregateRule) and v.id == rule.id))
-        elif isinstance(rule, CompletionRule):
-            same = _Versions(v for v in rules.rules if isinstance(v, CompletionRule) and v.id == rule.id)
-            units.append(_Completion(same, rule.key))
-        else:
-            units.append(
-                _Inactivity(
-                    _Versions(v for v in rules.rules if isinstance(v, InactivityRule) and v.id == rule.id), rule.key
-                )
-            )
+        units.append(kind.unit([v for v in rules.rules if v.id == rule.id], rule))
     return units
 
 
@@ -635,18 +669,7 @@ def _replay(units: list[_Unit], end: int | None) -> list[Record]:
     """Every unit's complex events, each key's events in event-time order, the run ending at ``end``."""
     outputs: list[_Output] = []
     for unit in units:
-        if isinstance(unit, _Aggregate):
-            for (_, key), entries in unit.stored.items():
-                outputs.extend(_replay_aggregate(unit, key, entries))
-            continue
-        if isinstance(unit, _Completion):
-            for key, process_events in unit.events.items():
-                process_events.sort(key=lambda event: (event[0], event[1], event[2]))
-                outputs.extend(unit.replay(key, process_events, end))
-            continue
-        for key, device_events in unit.events.items():
-            device_events.sort(key=lambda event: (event[0], event[1], event[2]))
-            outputs.extend(unit.replay(key, device_events, end))
+        outputs.extend(unit.outputs(end))
     outputs.sort(key=lambda item: item[0])
     return [record for _, record in outputs]
 

@@ -1,5 +1,6 @@
 """What a run writes and how to read it back: output kinds and directories (``OUTPUT/<event_type>/*.jsonl``,
-``_late/``, ``_deadletter/``, ``_errors/``), the late and dead-letter records, and the batch metrics.
+``_late/``, ``_deadletter/``, ``_errors/``), the late and dead-letter records, the batch metrics, and what
+every sink reads of a complex event (its correlation key and time).
 
 Records are read back in a canonical order (by occurred_at, then the whole record), so two runs over the same
 data compare equal whatever their micro-batch split was. Nothing here needs Spark: the console and tools read
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ import orjson
 
 from sparkcep.core.engine import add_counts
 from sparkcep.core.logic import Record
-from sparkcep.timeutil import format_iso
+from sparkcep.timeutil import format_iso, parse_event_time
 
 # What a row the stateful processor emits is (its ``kind`` column).
 KIND_OUTPUT = "out"
@@ -31,6 +33,32 @@ LATE_DIR = "_late"
 DEADLETTER_DIR = "_deadletter"
 ERRORS_DIR = "_errors"
 _METRIC_FIELDS = ("rows", "accepted", "late", "dead", "outputs", "errors")
+
+# A micro-batch's outputs as sinks receive them: output name -> its (event time, JSON record) items, sorted.
+Outputs = dict[str, list[tuple[int, str]]]
+KeyFields = Mapping[str, tuple[str, ...]]  # rule id -> the fields that key its outputs
+
+
+def key_values(record: dict[str, Any], key_fields: KeyFields) -> list[tuple[str, object]]:
+    """The correlation key of a complex event as (field, value) pairs: its ``key`` object (aggregate and pattern
+    rules) or the rule's key fields at the top level (completion and inactivity rules)."""
+    key = record.get("key")
+    if isinstance(key, dict):
+        return list(key.items())
+    fields = key_fields.get(str(record.get("rule_id")), ())
+    return [(name, record[name]) for name in fields if name in record]
+
+
+def key_text(record: dict[str, Any], key_fields: KeyFields | None = None) -> str | None:
+    """The key as one searchable text, ``payerId=25,beneficiaryId=12``; None when the record has none."""
+    pairs = key_values(record, key_fields or {})
+    return ",".join(f"{name}={value}" for name, value in pairs) if pairs else None
+
+
+def record_time(record: dict[str, Any], default: int) -> int:
+    """A complex event's time in epoch ms (its ``occurred_at``)."""
+    occurred = record.get("occurred_at")
+    return parse_event_time(occurred) if isinstance(occurred, str | int) else default
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -134,8 +162,6 @@ def read_metrics(metrics_dir: Path) -> list[BatchMetrics]:
     for path in sorted(metrics_dir.glob("batch-*.json")):
         out.append(BatchMetrics(**json.loads(path.read_text(encoding="utf-8"))))
     return out
-
-
 
 
 def read_jsonl_dir(path: Path) -> list[dict[str, Any]]:

@@ -60,6 +60,19 @@ def parse_duration(text: str | int) -> int:
     return ms
 
 
+def positive_duration(value: object) -> int:
+    """Milliseconds of a duration that must be longer than zero: deadlines, timeouts, windows, ``within``.
+
+    The one check behind every duration a rule declares (:data:`sparkcep.rules.base.DurationMs`); the errors say
+    what was expected and what came."""
+    if isinstance(value, str | int) and not isinstance(value, bool):
+        ms = parse_duration(value)
+        if ms <= 0:
+            raise DurationError(f"expected a positive duration, got {value!r}")
+        return ms
+    raise DurationError(f"expected a duration such as '30m' or '7d', got {value!r}")
+
+
 def format_duration(ms: int) -> str:
     """The shortest exact unit form: ``604800000 -> '7d'``, ``90000 -> '90s'``."""
     for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)):

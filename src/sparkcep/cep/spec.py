@@ -17,7 +17,7 @@ from typing import Any, Literal
 from sparkcep.cep.conditions import pattern_functions, stage_references
 from sparkcep.errors import DurationError, SparkcepError
 from sparkcep.expr import Expression, ExpressionError, FunctionRegistry, compile_expression
-from sparkcep.timeutil import parse_duration
+from sparkcep.timeutil import positive_duration
 
 Contiguity = Literal["strict", "relaxed", "any"]
 CONTIGUITIES: dict[str, Contiguity] = {"next": "strict", "followed_by": "relaxed", "followed_by_any": "any"}
@@ -130,12 +130,9 @@ def _within(value: object) -> int | None:
     if value is None:
         return None
     try:
-        ms = parse_duration(value)  # type: ignore[arg-type]
-    except (DurationError, TypeError):
-        ms = 0
-    if ms <= 0:
-        raise PatternError("pattern", "within", "a positive duration such as '10m' or milliseconds", value)
-    return ms
+        return positive_duration(value)
+    except DurationError:
+        raise PatternError("pattern", "within", "a positive duration such as '10m' or milliseconds", value) from None
 
 
 def _flag(where: str, item: Mapping[str, Any], field: str) -> bool:

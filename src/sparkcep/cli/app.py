@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -98,7 +97,8 @@ class _Main(click.Group):
             cause = exc.__cause__
             log = _command_log(ctx)
             diagnosis = None if cause is None else diagnose(cause, log.where)
-            if cause is None or diagnosis is None or not diagnosis.external:
+            # A message of sparkcep's own is enough, unless it comes with a fix (the full trace goes to the log).
+            if cause is None or diagnosis is None or not (diagnosis.external or diagnosis.fix):
                 raise
             raise _Reported(report(log, cause, diagnosis)) from exc
         except Exception as exc:
@@ -290,9 +290,11 @@ def run(
 ) -> None:
     """Evaluate rules (a file, or a store that may change while the job runs) over JSON-lines files from INPUT,
     or run the pipeline a --config file describes (Kafka, PostgreSQL, ...)."""
+    from sparkcep.io.files import FileSource
     from sparkcep.rules.model import load_rules
-    from sparkcep.spark.runner import Pipeline, RunConfig
-    from sparkcep.spark.session import SparkSettings, get_or_create_session
+    from sparkcep.spark.jobs import Job, run_job
+    from sparkcep.spark.runner import RunConfig
+    from sparkcep.spark.session import SparkSettings
     from sparkcep.store import open_store
 
     if config_path is not None:
@@ -317,40 +319,29 @@ def run(
         rules = load_rules(rules_path) if rules_path is not None else None
         store = open_store(rules_store) if rules_store is not None else None
         input_dir.mkdir(parents=True, exist_ok=True)
-        started = time.monotonic()
-        _quiet(log)
-        spark = get_or_create_session(SparkSettings(master=master, shuffle_partitions=shuffle_partitions))
-        session_s = time.monotonic() - started
         config = RunConfig(
-            input_dir=input_dir.resolve(),
+            source=FileSource(input_dir.resolve(), max_files_per_trigger),
             output_dir=output_dir.resolve(),
             checkpoint_dir=checkpoint_dir.resolve(),
             watermark_delay_ms=watermark_delay,
             buckets=buckets,
-            max_files_per_trigger=max_files_per_trigger,
             trigger_interval=None if until_caught_up else _interval(trigger_interval),
             alert_stores=alert_stores,
             max_ahead_ms=max_time_ahead,
             state_page_keys=state_page_keys,
         )
-        pipeline = Pipeline(spark, rules, config, store=store)
-        summary = pipeline.run_until_caught_up() if until_caught_up else pipeline.run_streaming(stop_after)
+        job = Job(config, rules, store, bounded=until_caught_up, stop_after_s=stop_after)
+        _quiet(log)
+        result = run_job(job, SparkSettings(master=master, shuffle_partitions=shuffle_partitions))
     except SparkcepError as exc:
         raise click.ClickException(str(exc)) from exc
-    data = {"spark_session_seconds": round(session_s, 3), **summary.to_json()}
-    (config.output_dir / "_summary.json").parent.mkdir(parents=True, exist_ok=True)
-    (config.output_dir / "_summary.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
-    _echo_json(data)
+    _echo_json(result.to_json())
 
 
 def _run_config(config_path: Path, until_caught_up: bool, stop_after: float | None) -> None:
-    import hashlib
-
     from sparkcep.config import load_config
-    from sparkcep.kafka.sink import KafkaBatchWriter
     from sparkcep.rules.model import load_rules
-    from sparkcep.spark.runner import Pipeline, RunConfig
-    from sparkcep.spark.session import SparkSettings, get_or_create_session
+    from sparkcep.spark.jobs import pipeline_job, run_job
     from sparkcep.store import open_store
 
     try:
@@ -360,53 +351,13 @@ def _run_config(config_path: Path, until_caught_up: bool, stop_after: float | No
         rules = load_rules(config.rules.file) if config.rules.file is not None else None
         store = open_store(config.rules.store) if config.rules.store is not None else None
         _quiet(log)  # librdkafka (a Kafka sink) and the JVM print there from now on
-        writers = []
-        kafka_sink = config.sinks.kafka
-        if kafka_sink is not None:
-            # One sink id per job: a restart of the same job (same checkpoint) continues its commit markers.
-            default_id = "job-" + hashlib.sha256(str(config.checkpoint).encode()).hexdigest()[:16]
-            writers.append(
-                KafkaBatchWriter(
-                    kafka_sink.bootstrap_servers, kafka_sink.sink_id or default_id, topics=kafka_sink.topics,
-                    topic_prefix=kafka_sink.topic_prefix, include=tuple(kafka_sink.include),
-                    marker_topic=kafka_sink.marker_topic, properties=kafka_sink.properties,
-                )
-            )  # fmt: skip
-        source = config.source
-        input_dir = source.path if source.type == "files" else config.checkpoint / "unused-input"
-        input_dir.mkdir(parents=True, exist_ok=True)
-        started = time.monotonic()
-        settings = SparkSettings(
-            master=config.spark.master,
-            shuffle_partitions=config.spark.shuffle_partitions,
-            driver_memory=config.spark.driver_memory or SparkSettings.driver_memory,
-            extra_conf=dict(config.spark.conf),
-        )
-        spark = get_or_create_session(settings)
-        session_s = time.monotonic() - started
-        bounded = until_caught_up or config.until_caught_up
-        run_config = RunConfig(
-            input_dir=input_dir,
-            output_dir=config.sinks.files,
-            checkpoint_dir=config.checkpoint,
-            watermark_delay_ms=config.watermark_delay_ms,
-            max_ahead_ms=config.max_time_ahead_ms,
-            buckets=config.buckets,
-            max_files_per_trigger=source.max_files_per_trigger if source.type == "files" else 1,
-            trigger_interval=None if bounded else _interval(config.trigger),
-            alert_stores=tuple(config.sinks.postgres),
-            kafka_source=config.kafka_options(),
-            writers=tuple(writers),
-            state_page_keys=config.state_page_keys,
-        )
-        pipeline = Pipeline(spark, rules, run_config, store=store)
-        summary = pipeline.run_until_caught_up() if bounded else pipeline.run_streaming(stop_after)
+        job, settings = pipeline_job(config, rules, store, until_caught_up, stop_after)
+        if config.input_dir is not None:
+            config.input_dir.mkdir(parents=True, exist_ok=True)
+        result = run_job(job, settings)
     except SparkcepError as exc:
         raise click.ClickException(str(exc)) from exc
-    data = {"spark_session_seconds": round(session_s, 3), **summary.to_json()}
-    config.sinks.files.mkdir(parents=True, exist_ok=True)
-    (config.sinks.files / "_summary.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
-    _echo_json(data)
+    _echo_json(result.to_json())
 
 
 def _config_where(config: PipelineConfig) -> Where:
@@ -422,7 +373,7 @@ def _config_where(config: PipelineConfig) -> Where:
     return Where(
         checkpoint=config.checkpoint,
         output=config.sinks.files,
-        input=config.source.path if config.source.type == "files" else None,
+        input=config.input_dir,
         services=tuple(services),
         resumes=True,
     )
@@ -449,9 +400,11 @@ def backtest(
     """
     import shutil
 
+    from sparkcep.io.files import FileSource
     from sparkcep.rules.model import load_rules
-    from sparkcep.spark.runner import Pipeline, RunConfig
-    from sparkcep.spark.session import SparkSettings, get_or_create_session
+    from sparkcep.spark.jobs import Job, run_job
+    from sparkcep.spark.runner import RunConfig
+    from sparkcep.spark.session import SparkSettings
 
     # The throwaway checkpoint is not a place for logs: it is deleted when the backtest ends.
     log = _remember("backtest", Where(output=output_dir.resolve(), input=input_dir.resolve()))
@@ -461,22 +414,18 @@ def backtest(
         if output_dir.exists() and any(output_dir.iterdir()):
             raise click.ClickException(f"{output_dir} is not empty: a backtest writes into an empty directory")
         checkpoint = output_dir / "_backtest_checkpoint"
-        _quiet(log)
-        spark = get_or_create_session(SparkSettings(master=master))
         config = RunConfig(
-            input_dir.resolve(),
+            FileSource(input_dir.resolve(), max_files_per_trigger),
             output_dir,
             checkpoint,
             watermark_delay_ms=watermark_delay,
-            max_files_per_trigger=max_files_per_trigger,
         )
-        summary = Pipeline(spark, rules, config).run_until_caught_up()
+        _quiet(log)
+        result = run_job(Job(config, rules), SparkSettings(master=master))
         shutil.rmtree(checkpoint, ignore_errors=True)
     except SparkcepError as exc:
         raise click.ClickException(str(exc)) from exc
-    data = summary.to_json()
-    (output_dir / "_summary.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
-    _echo_json(data)
+    _echo_json(result.to_json())
 
 
 # -- rules ------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import click
 
 from sparkcep.errors import RuleError, SparkcepError
 from sparkcep.store import RuleStore, StoredVersion, definition_diff, describe_diff, open_store, summary_sentence
-from sparkcep.timeutil import format_duration, format_iso
+from sparkcep.timeutil import format_iso
 
 F = TypeVar("F", bound=Callable[..., Any])
 _PENDING = "on next batch"
@@ -89,22 +89,13 @@ def validate_command(path: Path) -> None:
 
     Prints one line per rule; an error names the rule, the field, what was expected and what came.
     """
-    from sparkcep.rules.aggregate import AggregateRule
-    from sparkcep.rules.model import CompletionRule, load_rules, rule_keys
-    from sparkcep.rules.pattern import PatternRule
+    from sparkcep.rules.model import load_rules
+    from sparkcep.rules.registry import rule_type_of
 
     with user_errors():
         rule_set = load_rules(path)
     for rule in rule_set.rules:
-        keys = ", ".join(rule_keys(rule))
-        if isinstance(rule, CompletionRule):
-            detail = f", key {keys}, deadline {format_duration(rule.deadline_ms)}"
-        elif isinstance(rule, AggregateRule):
-            detail = ": " + summary_sentence(rule.model_dump(mode="json", by_alias=True))
-        elif isinstance(rule, PatternRule):
-            detail = f", key {keys}, stages {', '.join(stage['name'] for stage in rule.pattern['stages'])}"
-        else:
-            detail = f", key {keys}, timeout {format_duration(rule.timeout_ms)}"
+        detail = rule_type_of(rule).describe(rule)
         click.echo(f"ok  {rule.id}  ({rule.type} v{rule.version} {rule.state}{detail})")
 
 

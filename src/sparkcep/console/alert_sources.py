@@ -14,11 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from sparkcep.alerts import key_text
 from sparkcep.errors import EventTimeError
+from sparkcep.outputs import KeyFields, key_text
 from sparkcep.timeutil import parse_event_time
-
-KeyFields = Mapping[str, tuple[str, ...]]  # rule id -> key fields, for records without a "key" object
 
 
 @dataclass(frozen=True)

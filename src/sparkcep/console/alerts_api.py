@@ -12,7 +12,9 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from .alert_sources import AlertQuery, AlertSource, KeyFields
+from sparkcep.outputs import KeyFields
+
+from .alert_sources import AlertQuery, AlertSource
 from .context import Console, event_time, get_console
 from .explanations import with_explanation
 from .responses import refusals

@@ -8,11 +8,12 @@ from pathlib import Path
 from fastapi import Request
 
 from sparkcep.errors import EventTimeError
+from sparkcep.outputs import KeyFields
 from sparkcep.rules.model import InputSpec
 from sparkcep.store import RuleStore, open_store
 from sparkcep.timeutil import parse_event_time
 
-from .alert_sources import AlertSource, FileAlertSource, KeyFields
+from .alert_sources import AlertSource, FileAlertSource
 from .errors import ApiError
 from .health import MetricsReader
 from .quarantine import RuleErrors, quarantined, read_errors

@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sparkcep.alerts import key_text
-
-from .alert_sources import KeyFields
+from sparkcep.outputs import KeyFields, key_text
 
 _FUNCTION_WORDS = {"SUM": "sum", "AVG": "average", "MIN": "minimum", "MAX": "maximum", "COUNT": "count"}
 

@@ -1,11 +1,13 @@
 """Alerts from the PostgreSQL alert store (``sparkcep run --alert-store``), for the list, the stream and health.
 
-The stream needs "what arrived since I last looked", which ``occurred_at`` (event time) cannot say. The console
-adds an ``arrival`` column numbered by a sequence on insert (its own migration, recorded in its own schema
-table; rows written before it have none and are never streamed). Sequence numbers are taken when a row is
-inserted but become visible when its transaction commits, so a job committing late can make a row with a
-smaller number appear after larger ones were read: each poll re-reads the last ``overlap`` numbers and skips
-the event ids it already sent. An upsert of an existing alert (a re-run batch) keeps its number: not sent again.
+The console only reads: the alerts table and its columns are the alert store's (:mod:`sparkcep.io.postgres`),
+created and upgraded by the job, so the console's database role needs no DDL rights. The stream needs "what
+arrived since I last looked", which ``occurred_at`` (event time) cannot say: the store numbers each row on insert
+(``arrival``; rows written before that column existed have none and are never streamed). Sequence numbers are
+taken when a row is inserted but become visible when its transaction commits, so a job committing late can make
+a row with a smaller number appear after larger ones were read: each poll re-reads the last ``overlap`` numbers
+and skips the event ids it already sent. An upsert of an existing alert (a re-run batch) keeps its number: not
+sent again.
 """
 
 from __future__ import annotations
@@ -15,26 +17,15 @@ import re
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from sparkcep.alerts import PostgresAlertStore
-from sparkcep.store.postgres import apply_migrations, connect
+from sparkcep.io.postgres import check_schema
+from sparkcep.outputs import KeyFields
+from sparkcep.store.postgres import connect
 
-from .alert_sources import AlertQuery, KeyFields
+from .alert_sources import AlertQuery
 
 if TYPE_CHECKING:
     import psycopg
 
-MIGRATIONS: list[tuple[str, ...]] = [
-    (
-        "CREATE SEQUENCE IF NOT EXISTS sparkcep_alerts_arrival_seq",
-        # Nullable and without a table rewrite: existing rows keep NULL, new rows take the next number.
-        "ALTER TABLE sparkcep_alerts ADD COLUMN IF NOT EXISTS arrival BIGINT",
-        "ALTER TABLE sparkcep_alerts ALTER COLUMN arrival SET DEFAULT nextval('sparkcep_alerts_arrival_seq')",
-        "ALTER SEQUENCE sparkcep_alerts_arrival_seq OWNED BY sparkcep_alerts.arrival",
-        "CREATE INDEX IF NOT EXISTS sparkcep_alerts_by_arrival ON sparkcep_alerts (arrival)",
-    ),
-]
-_SCHEMA_TABLE = "sparkcep_console_alert_schema"
-_LOCK = 0x5350_4B43_4F4E  # "SPKCON": consoles starting together migrate once
 _WHAT = "alert store"
 DEFAULT_OVERLAP = 1_000
 _POLL_ROWS = 1_000
@@ -84,12 +75,10 @@ class PostgresAlertTail:
 
 class PostgresAlertSource:
     def __init__(self, url: str, overlap: int = DEFAULT_OVERLAP) -> None:
-        PostgresAlertStore(url)  # creates or upgrades the job's table first, if no job has yet
         self.url = url
         self.overlap = overlap
-        with self._connection() as conn, conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
-            apply_migrations(conn, f"{_WHAT} {url} (console)", _SCHEMA_TABLE, MIGRATIONS)
+        with self._connection() as conn:
+            check_schema(conn, url)
 
     def __repr__(self) -> str:
         return f"PostgresAlertSource({self.url!r})"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from sparkcep.config import FilesSource, load_config
+from sparkcep.config import load_config
 
 DEFAULT_WATERMARK_DELAY_MS = 5_000  # the default of `sparkcep run --watermark-delay`
 
@@ -36,7 +36,7 @@ class ConsoleSettings:
 def settings_from_config(path: str | Path, token: str) -> ConsoleSettings:
     """The sources a pipeline file (``sparkcep run --config``) names; its paths are already resolved."""
     config = load_config(path)
-    input_dir = config.source.path if isinstance(config.source, FilesSource) else None
+    input_dir = config.input_dir
     return ConsoleSettings(
         token=token,
         store=config.rules.store,

@@ -129,7 +129,10 @@ class AggregateLogic(RuleLogic):
         out: list[Record],
         origin: str | None = None,
     ) -> State | None:
-        data: list[Any] = [[], [], [], 0, [], None, time] if state is None else state[1]
+        if state is None:
+            data: list[Any] = [[], [], [], 0, [], None, time]  # in slot order, _TIMES to _LAST
+        else:
+            _timer, data = state
         if self._deletes:
             self._forget_deleted(data, time)  # before the new entry; expiry itself waits for the timer at ``time``
         amount, key_values = value
@@ -163,7 +166,7 @@ class AggregateLogic(RuleLogic):
         return (time, data)
 
     def on_timer(self, state: State, time: int, key: str, out: list[Record]) -> State | None:
-        data = state[1]
+        _timer, data = state
         if data[_PENDING] and data[_PENDING_AT] == time:
             self._evaluate(data, time, key, out)
             data[_PENDING] = []

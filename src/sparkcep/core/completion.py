@@ -37,6 +37,8 @@ from sparkcep.rules.model import CompletionRule
 from sparkcep.timeutil import format_iso
 
 Steps = tuple[tuple[str | None, str], ...]  # (distinct field, value as text); None: any field (older state)
+# State slots (the layout is in the module docstring); a plain tuple, as state is pickled.
+_TIMER, _CREATED, _NEEDED, _COUNTED, _DEADLINE, _NUMBER = range(6)
 _NO_STEPS: Steps = ()
 
 
@@ -119,12 +121,12 @@ class CompletionLogic(RuleLogic):
         count, steps = value if type(value) is tuple else _older_value(value)
         if state is not None:
             state = _current(state)
-            deleted = first_after(self._deletes, state[1])
+            deleted = first_after(self._deletes, state[_CREATED])
             if deleted is not None and deleted <= time:
                 state = None  # a DELETE took effect since the process opened: it went then, without a verdict
         if state is None:
             return self._open(time, event_type, count)
-        _timer, created, needed, counted, deadline, number = state
+        timer, created, needed, counted, deadline, number = state
         if counted is None or time > deadline:
             return state  # a re-sent start event, or a step after the verdict: changes nothing
         version = self._timeline.numbered(number, created)
@@ -138,7 +140,7 @@ class CompletionLogic(RuleLogic):
             record = self._record(version, version.completed_event, time, key, needed, len(counted))
             out.append(trigger_origin(record, origin))
             counted = None
-        return (state[0], created, needed, counted, deadline, number)
+        return (timer, created, needed, counted, deadline, number)
 
     def on_timer(self, state: State, time: int, key: str, out: list[Record]) -> State | None:
         _timer, created, needed, counted, deadline, number = _current(state)

@@ -18,7 +18,7 @@ import pickle
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from sparkcep.core.logic import Record, State
 from sparkcep.core.program import Program
@@ -28,14 +28,42 @@ from sparkcep.timeutil import format_iso
 NO_WATERMARK = -(2**63)
 _SNAPSHOT_VERSION = 3
 
+# The records of engine state are plain tuples and lists whose fields are read and written through the index
+# constants below, never through a NamedTuple or dataclass: state is pickled into the state store, and a class
+# would write its import path into every pickled record (more bytes per key), while checkpoints written by
+# earlier versions hold plain tuples and lists that must still resume. The constants are ``Final`` so that mypy
+# knows each field's own type, and module-level ints (not an enum or class attributes) so that a read costs about
+# what a literal index costs.
+
 # A buffered event: the decoded event (see sparkcep.core.program.Event) and its origin, the JSON text naming
 # where the input record came from (a Kafka record's topic, partition and offset; None for files).
 Buffered = tuple[int, str, int, str, tuple[tuple[int, Any], ...], str | None]
+# Its fields. The first five are those of sparkcep.core.program.Event, in the same places, so they read a decoded
+# event too. The first three are the tie-break order (events sort as whole tuples): independent of how input was
+# split or shuffled.
+EVENT_TIME: Final = 0
+EVENT_ID: Final = 1
+EVENT_CRC: Final = 2  # crc32 of the line
+EVENT_TYPE: Final = 3
+EVENT_VALUES: Final = 4  # ((rule index, the value that rule extracted), ...)
+EVENT_ORIGIN: Final = 5
+_BUFFERED_FIELDS = EVENT_ORIGIN + 1  # snapshots before version 3 stored events without the origin
 
-# Per key: [buffered events, {rule index: rule state}, wake-up time or None]
+# Per key, a list (updated in place): its buffered events, its rules' states and its wake-up.
+KeyState = list[Any]
+KEY_PENDING: Final = 0  # list[Buffered]: events not yet released, unsorted until the key advances
+KEY_RULES: Final = 1  # dict[int, State]: rule index -> that rule's state for the key
+KEY_WAKE: Final = 2  # int | None: the earliest buffered event or rule timer, None when there is neither
+
+# Every rule state keeps its next timer (or None) in its first slot (see sparkcep.core.logic).
+RULE_TIMER: Final = 0
 # A rule that raised for a key keeps this state there: no timer, and events skip it.
 QUARANTINED: State = (None, "quarantined")
-KeyState = list[Any]
+
+
+def new_key_state(pending: list[Buffered], rules: dict[int, State], wake: int | None) -> KeyState:
+    """A key's state, its fields in their slots (:data:`KEY_PENDING`, :data:`KEY_RULES`, :data:`KEY_WAKE`)."""
+    return [pending, rules, wake]
 
 
 @dataclass(slots=True)
@@ -63,20 +91,24 @@ class BucketState:
     @classmethod
     def from_data(cls, data: tuple[Any, ...]) -> BucketState:
         """A snapshot from its unpickled tuple, migrating older versions."""
-        if data[0] == 1:  # before rule logs travelled with the state
-            return cls(_with_origins(data[1]), data[2])
-        if data[0] == 2:  # before buffered events carried their origin
-            return cls(_with_origins(data[1]), data[2], data[3], data[4])
-        if data[0] != _SNAPSHOT_VERSION:
-            raise ValueError(f"state snapshot version {data[0]}, this engine reads {_SNAPSHOT_VERSION}")
-        return cls(data[1], data[2], data[3], data[4])
+        version = data[0]  # every snapshot (and every page index, see sparkcep.core.pages) starts with its version
+        if version == 1:  # before rule logs travelled with the state
+            _version, keys, registered_timer = data
+            return cls(keys=_with_origins(keys), registered_timer=registered_timer)
+        if version not in (2, _SNAPSHOT_VERSION):
+            raise ValueError(f"state snapshot version {version}, this engine reads {_SNAPSHOT_VERSION}")
+        # The layout of to_bytes; version 2 differs only inside the keys.
+        _version, keys, registered_timer, rules_seq, rules_json = data
+        if version == 2:  # before buffered events carried their origin
+            keys = _with_origins(keys)
+        return cls(keys=keys, registered_timer=registered_timer, rules_seq=rules_seq, rules_json=rules_json)
 
     def next_wakeup(self) -> int | None:
-        wakes = [ks[2] for ks in self.keys.values() if ks[2] is not None]
+        wakes = [ks[KEY_WAKE] for ks in self.keys.values() if ks[KEY_WAKE] is not None]
         return min(wakes) if wakes else None
 
     def buffered_events(self) -> int:
-        return sum(len(ks[0]) for ks in self.keys.values())
+        return sum(len(ks[KEY_PENDING]) for ks in self.keys.values())
 
 
 @dataclass(slots=True)
@@ -125,7 +157,9 @@ class Admitted:
 def _with_origins(keys: dict[tuple[int, str], KeyState]) -> dict[tuple[int, str], KeyState]:
     """Buffered events of an older snapshot, which had no origin slot, with an unknown origin."""
     for key_state in keys.values():
-        key_state[0] = [event if len(event) == 6 else (*event, None) for event in key_state[0]]
+        key_state[KEY_PENDING] = [
+            event if len(event) == _BUFFERED_FIELDS else (*event, None) for event in key_state[KEY_PENDING]
+        ]
     return keys
 
 
@@ -202,15 +236,16 @@ class Engine:
             key = decoded.key
             assert key is not None
             result.accepted += 1
-            time = event[0]
+            time = event[EVENT_TIME]
             if time <= watermark:
                 result.late.append((line, keyset, key, time))
-                for rule_index, _value in event[4]:
+                for rule_index, _value in event[EVENT_VALUES]:
                     rule_id = self._logics[rule_index].rule_id
                     late_by_rule[rule_id] = late_by_rule.get(rule_id, 0) + 1
                 continue
             if max_time is None or time > max_time:
                 max_time = time
+            # The event with its origin appended: EVENT_ORIGIN follows the decoded event's fields.
             arrivals.append(((keyset, key), (*event, origins.get(line) if origins is not None else None)))
         result.max_event_time = max_time
         return Admitted(result, arrivals)
@@ -223,14 +258,15 @@ class Engine:
         """
         keys = state.keys
         for slot, buffered in admitted.arrivals:
-            time = buffered[0]
+            time = buffered[EVENT_TIME]
             key_state = keys.get(slot)
             if key_state is None:
-                keys[slot] = [[buffered], {}, time]
+                keys[slot] = new_key_state([buffered], {}, time)
             else:
-                key_state[0].append(buffered)
-                if key_state[2] is None or time < key_state[2]:
-                    key_state[2] = time
+                key_state[KEY_PENDING].append(buffered)
+                wake: int | None = key_state[KEY_WAKE]
+                if wake is None or time < wake:
+                    key_state[KEY_WAKE] = time
         result = admitted.result
         self.advance(state, upto, result.outputs, result.errors)
 
@@ -239,39 +275,41 @@ class Engine:
     ) -> None:
         """Release every buffered event and timer at or before ``watermark``, in event-time order."""
         keys = state.keys
-        due = [slot for slot, ks in keys.items() if ks[2] is not None and ks[2] <= watermark]
+        due = [slot for slot, ks in keys.items() if ks[KEY_WAKE] is not None and ks[KEY_WAKE] <= watermark]
         # Key order only affects the order of records within one call; sort for reproducible output.
         due.sort()
         errors = [] if errors is None else errors
         for slot in due:
             key_state = keys[slot]
-            self._advance_key(slot[1], key_state, watermark, out, errors)
-            if not key_state[0] and not key_state[1]:
+            _keyset, key = slot
+            self._advance_key(key, key_state, watermark, out, errors)
+            if not key_state[KEY_PENDING] and not key_state[KEY_RULES]:
                 del keys[slot]
 
     def _advance_key(
         self, key: str, key_state: KeyState, watermark: int, out: list[Record], errors: list[Record]
     ) -> None:
-        pending: list[Buffered] = key_state[0]
-        states: dict[int, State] = key_state[1]
+        pending: list[Buffered] = key_state[KEY_PENDING]
+        states: dict[int, State] = key_state[KEY_RULES]
         if pending:
             pending.sort()
             cut = len(pending)
             for index, event in enumerate(pending):
-                if event[0] > watermark:
+                if event[EVENT_TIME] > watermark:
                     cut = index
                     break
-            ready, key_state[0] = pending[:cut], pending[cut:]
+            ready, pending = pending[:cut], pending[cut:]
+            key_state[KEY_PENDING] = pending
             self._dispatch(key, states, ready, out, errors)
         if states:
             self._fire_timers(key, states, watermark, out, errors)
-        # Recompute the key's wake-up: its earliest buffered event or timer.
-        wake: int | None = key_state[0][0][0] if key_state[0] else None
+        # Recompute the key's wake-up: its earliest buffered event (the first, as they are sorted) or timer.
+        wake: int | None = pending[0][EVENT_TIME] if pending else None
         for rule_state in states.values():
-            timer = rule_state[0]
+            timer = rule_state[RULE_TIMER]
             if timer is not None and (wake is None or timer < wake):
                 wake = timer
-        key_state[2] = wake
+        key_state[KEY_WAKE] = wake
 
     def _dispatch(
         self, key: str, states: dict[int, State], ready: list[Buffered], out: list[Record], errors: list[Record]
@@ -288,11 +326,11 @@ class Engine:
         last = len(ready) - 1
         for position, (time, event_id, _crc, event_type, values, origin) in enumerate(ready):
             for rule_state in states.values():  # the timer pass only when a timer is due (most often none is)
-                timer = rule_state[0]
+                timer = rule_state[RULE_TIMER]
                 if timer is not None and timer < time:
                     self._fire_timers(key, states, time - 1, out, errors)
                     break
-            last_at_time = position == last or ready[position + 1][0] != time
+            last_at_time = position == last or ready[position + 1][EVENT_TIME] != time
             for index, value in values:
                 current = states.get(index)
                 if current is None:
@@ -307,7 +345,7 @@ class Engine:
                     errors.append(self._quarantine(states, index, key, time, event_id, exc))
                     continue
                 try:
-                    while last_at_time and new is not None and new[0] == time:  # its timer is due now
+                    while last_at_time and new is not None and new[RULE_TIMER] == time:  # its timer is due now
                         new = logics[index].on_timer(new, time, key, out)
                 except Exception as exc:
                     errors.append(self._quarantine(states, index, key, time, None, exc))
@@ -326,7 +364,7 @@ class Engine:
             best_index = -1
             best_time = upto + 1
             for index, rule_state in states.items():
-                timer = rule_state[0]
+                timer = rule_state[RULE_TIMER]
                 if timer is not None and (timer < best_time or (timer == best_time and index < best_index)):
                     best_time, best_index = timer, index
             if best_index < 0:

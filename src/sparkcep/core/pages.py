@@ -33,7 +33,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sparkcep.core.engine import Admitted, BucketState, Buffered, Engine, KeyState, collector_paused
+from sparkcep.core.engine import (
+    EVENT_TIME,
+    KEY_PENDING,
+    KEY_WAKE,
+    Admitted,
+    BucketState,
+    Buffered,
+    Engine,
+    KeyState,
+    collector_paused,
+)
 
 # The first element of a pickled index; 1-3 are the whole-bucket snapshots of sparkcep.core.engine.
 INDEX_VERSION = 4
@@ -49,6 +59,9 @@ HELD_EVENTS = 2_000
 _HASH_BITS = 64
 
 Slot = tuple[int, str]
+# An event with the key slot it goes to: an engine arrival, or one held back in the index (pickled with it, so a
+# plain pair, unpacked by name where it is read).
+Arrival = tuple[Slot, Buffered]
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +122,8 @@ class DictPageStore:
 
 def key_hash(slot: Slot) -> int:
     """A 64-bit hash of a key slot, the same in every process (Python's own ``hash`` of text is not)."""
-    digest = hashlib.blake2b(f"{slot[0]}\x1f{slot[1]}".encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    keyset, key = slot
+    digest = hashlib.blake2b(f"{keyset}\x1f{key}".encode("utf-8", "surrogatepass"), digest_size=8).digest()
     return int.from_bytes(digest, "big")
 
 
@@ -131,10 +145,12 @@ class BucketIndex:
     rules_seq: int = 0
     rules_json: str | None = None
     # Events not yet released (after the watermark), with their key slots: see PagedBucket._hold_back.
-    held: list[tuple[Slot, Buffered]] = field(default_factory=list)
+    held: list[Arrival] = field(default_factory=list)
     _depths: tuple[int, ...] = ()
 
     def to_bytes(self) -> bytes:
+        # Plain tuples (a pickled dataclass would carry its class path); open_bucket reads both back in this order,
+        # a meta as PageMeta(*meta), its fields in declaration order.
         metas = {page: (m.wake, m.keys, m.buffered, m.size) for page, m in self.pages.items()}
         data = (INDEX_VERSION, metas, self.registered_timer, self.rules_seq, self.rules_json, self.held)
         return pickle.dumps(data, protocol=5)
@@ -155,7 +171,7 @@ class BucketIndex:
 
     def next_wakeup(self) -> int | None:
         wakes = [meta.wake for meta in self.pages.values() if meta.wake is not None]
-        wakes.extend(event[0] for _slot, event in self.held)
+        wakes.extend(event[EVENT_TIME] for _slot, event in self.held)
         return min(wakes) if wakes else None
 
     def keys(self) -> int:
@@ -185,6 +201,12 @@ class PageTraffic:
     bytes_written: int = 0
 
 
+def _event_order(arrival: Arrival) -> Buffered:
+    """Sort key of an arrival: its event, whose leading fields are the engine's tie-break order."""
+    _slot, event = arrival
+    return event
+
+
 def _encode(keys: Mapping[Slot, KeyState]) -> bytes:
     return pickle.dumps(keys, protocol=5)
 
@@ -193,9 +215,10 @@ def _meta(keys: Mapping[Slot, KeyState], size: int) -> PageMeta:
     wake: int | None = None
     buffered = 0
     for key_state in keys.values():
-        buffered += len(key_state[0])
-        if key_state[2] is not None and (wake is None or key_state[2] < wake):
-            wake = key_state[2]
+        buffered += len(key_state[KEY_PENDING])
+        key_wake: int | None = key_state[KEY_WAKE]
+        if key_wake is not None and (wake is None or key_wake < wake):
+            wake = key_wake
     return PageMeta(wake, len(keys), buffered, size)
 
 
@@ -248,7 +271,7 @@ class PagedBucket:
             self._store_pages(grouped)
             return admitted
 
-    def _hold_back(self, arrivals: list[tuple[Slot, Buffered]], upto: int) -> list[tuple[Slot, Buffered]]:
+    def _hold_back(self, arrivals: list[Arrival], upto: int) -> list[Arrival]:
         """The events to hand to their keys now; the others wait in the index.
 
         An event after ``upto`` cannot be processed yet (the watermark has not passed it). Appended to its key's
@@ -260,10 +283,16 @@ class PagedBucket:
         if not held and not arrivals:
             return []
         waiting = held + arrivals if held else arrivals
-        ready = [item for item in waiting if item[1][0] <= upto]
-        later = [item for item in waiting if item[1][0] > upto]
+        ready: list[Arrival] = []
+        later: list[Arrival] = []
+        for arrival in waiting:  # one pass, each list keeping input order
+            _slot, event = arrival
+            if event[EVENT_TIME] <= upto:
+                ready.append(arrival)
+            else:
+                later.append(arrival)
         if len(later) > HELD_EVENTS:
-            later.sort(key=lambda item: item[1])
+            later.sort(key=_event_order)
             ready.extend(later[HELD_EVENTS:])
             later = later[:HELD_EVENTS]
         self.index.held = later
@@ -278,7 +307,8 @@ class PagedBucket:
     def load_all(self) -> BucketState:
         """Every key of the bucket (for tests and tools; a batch never needs this)."""
         with collector_paused():
-            return self._load(sorted(self.index.pages))[0]
+            state, _loaded = self._load(sorted(self.index.pages))
+            return state
 
     def _hash(self, slot: Slot) -> int:
         """:func:`key_hash`, once per key and call (a key is hashed to find its page, and again if it splits)."""
@@ -391,9 +421,13 @@ def open_bucket(blob: bytes | None, store: PageStore, limits: PageLimits | None 
         return PagedBucket(BucketIndex(), store, limits)
     with collector_paused():
         data = pickle.loads(blob)
-    if data[0] == INDEX_VERSION:
-        pages = {page: PageMeta(*meta) for page, meta in data[1].items()}
-        return PagedBucket(BucketIndex(pages, data[2], data[3], data[4], data[5]), store, limits)
+    if data[0] == INDEX_VERSION:  # else a whole-bucket snapshot, whose first element is its version 1-3
+        _version, metas, registered_timer, rules_seq, rules_json, held = data  # the layout of BucketIndex.to_bytes
+        pages = {page: PageMeta(*meta) for page, meta in metas.items()}
+        index = BucketIndex(
+            pages=pages, registered_timer=registered_timer, rules_seq=rules_seq, rules_json=rules_json, held=held
+        )
+        return PagedBucket(index, store, limits)
     legacy = BucketState.from_data(data)
     bucket = PagedBucket(
         BucketIndex(registered_timer=legacy.registered_timer, rules_seq=legacy.rules_seq, rules_json=legacy.rules_json),

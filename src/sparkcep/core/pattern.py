@@ -29,6 +29,9 @@ from sparkcep.rules.pattern import PatternRule
 from sparkcep.timeutil import format_duration, format_iso
 
 _NO_EVENTS: tuple[()] = ()
+# State slots (the layout is in the module docstring); a plain tuple, as state is pickled. ``last`` is the
+# (time, event id) of the key's last event.
+_TIMER, _VERSION_INDEX, _NFA, _FINISHING, _KEY_VALUES, _LAST = range(6)
 
 
 class PatternLogic(RuleLogic):
@@ -94,10 +97,10 @@ class PatternLogic(RuleLogic):
                 return None
             key_values = tuple(fields.get(field) for field in self.key_fields)
         else:
-            last = state[5]
-            if last[0] == time and last[1] == event_id:
+            last_time, last_id = state[_LAST]
+            if last_time == time and last_id == event_id:
                 return state  # a redelivered copy (same id and time: next in matching order) is matched once
-            key_values = state[4]
+            key_values = state[_KEY_VALUES]
         index, nfa, finishing = self._catch_up(state, time, key, key_values, out)
         matcher = self._matchers[index]
         scope = self.versions[index].event_types
@@ -120,9 +123,9 @@ class PatternLogic(RuleLogic):
         return self._pack(time, index, nfa, finishing, key_values, (time, event_id))
 
     def on_timer(self, state: State, time: int, key: str, out: list[Record]) -> State | None:
-        key_values = state[4]
+        key_values = state[_KEY_VALUES]
         index, nfa, finishing = self._catch_up(state, time, key, key_values, out)
-        return self._pack(time, index, nfa, finishing, key_values, state[5], from_timer=True)
+        return self._pack(time, index, nfa, finishing, key_values, state[_LAST], from_timer=True)
 
     # -- internals
 
@@ -225,7 +228,8 @@ class PatternLogic(RuleLogic):
         if nfa is None and not finishing:
             # Keep the last event until a timer at its own time (timers run after every event at that time),
             # so redelivered copies of it are still recognised, then forget the key.
-            return (time, index, None, (), key_values, last) if last[0] == time and not from_timer else None
+            last_time, _last_id = last
+            return (time, index, None, (), key_values, last) if last_time == time and not from_timer else None
         if not finishing and index + 1 == len(self._starts):  # the common case: no other version to wait for
             return (timeout, index, nfa, finishing, key_values, last)
         wakeups = [timeout]

@@ -8,22 +8,20 @@ text of its fields joined by :data:`KEY_SEPARATOR`.
 
 from __future__ import annotations
 
+import importlib
 import json
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from sparkcep.core.aggregate import AggregateLogic
-from sparkcep.core.completion import CompletionLogic
 from sparkcep.core.control import BUCKET_FIELD, CONTROL_FIELD
-from sparkcep.core.inactivity import InactivityLogic
 from sparkcep.core.lines import INVALID_TEXT_REASON
 from sparkcep.core.logic import KEY_SEPARATOR, SKIP, FieldProblem, RuleLogic, describe, require_key
-from sparkcep.core.pattern import PatternLogic
-from sparkcep.rules.aggregate import AggregateRule
-from sparkcep.rules.model import CompletionRule, InactivityRule, RuleSet, rule_keys
+from sparkcep.rules.model import RuleSet
+from sparkcep.rules.registry import RuleType, rule_type_of
 from sparkcep.timeutil import EXPECTED_EVENT_TIME, format_iso, read_event_time
 
 UNROUTED = -1
@@ -70,6 +68,17 @@ def _exact_object(line: str) -> dict[str, Any] | None:
     return obj if type(obj) is dict else None
 
 
+def logic_class(rule_type: RuleType[Any]) -> Callable[..., RuleLogic]:
+    """The logic class a rule type names (by import path for the built-in types; see sparkcep.rules.registry)."""
+    logic = rule_type.logic
+    if isinstance(logic, str):
+        module, _, name = logic.partition(":")
+        logic = getattr(importlib.import_module(module), name)
+    if not (isinstance(logic, type) and issubclass(logic, RuleLogic)):
+        raise TypeError(f"rule type {rule_type.name!r}: its logic {logic!r} is not a sparkcep.core.logic.RuleLogic")
+    return logic
+
+
 def _logics_for(rules: RuleSet) -> tuple[RuleLogic, ...]:
     """One logic per (rule id, grouping), over all versions of that id, in order of first appearance.
 
@@ -82,18 +91,13 @@ def _logics_for(rules: RuleSet) -> tuple[RuleLogic, ...]:
     logics: list[RuleLogic] = []
     placed: set[tuple[str, tuple[str, ...]]] = set()
     for rule in rules.rules:
-        keys = rule_keys(rule)
+        rule_type = rule_type_of(rule)
+        keys = rule_type.key_fields(rule)
         if (rule.id, keys) in placed:
             continue
         placed.add((rule.id, keys))
-        if isinstance(rule, CompletionRule):
-            logics.append(CompletionLogic(versions[rule.id], keys))
-        elif isinstance(rule, InactivityRule):
-            logics.append(InactivityLogic(versions[rule.id], keys))
-        elif isinstance(rule, AggregateRule):
-            logics.append(AggregateLogic(versions[rule.id], keys))
-        else:
-            logics.append(PatternLogic(versions[rule.id], keys, rules.input.type_field))
+        settings = {name: getattr(rules.input, name) for name in rule_type.logic_input}
+        logics.append(logic_class(rule_type)(versions[rule.id], keys, **settings))
     return tuple(logics)
 
 

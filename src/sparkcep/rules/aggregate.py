@@ -20,13 +20,14 @@ Several entries with the same id are the versions of one rule; each takes effect
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal, InvalidOperation
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from sparkcep.errors import DurationError
-from sparkcep.timeutil import parse_duration, parse_event_time
+from sparkcep.errors import RuleError
+from sparkcep.rules.base import DurationMs, RuleVersion, TypeAndIdFirst, shown_duration, shown_names
 
 OPERATORS = {
     "EQUAL": "=",
@@ -103,55 +104,31 @@ def _operator(value: object) -> str:
     raise ValueError(f"expected one of {', '.join([*OPERATORS, *OPERATORS.values()])}, got {value!r}")
 
 
-def _window(value: object) -> int:
-    if isinstance(value, str | int) and not isinstance(value, bool):
-        ms = parse_duration(value)
-        if ms > 0:
-            return ms
-    raise DurationError(f"expected a positive duration such as '24h', got {value!r}")
-
-
-class AggregateRule(BaseModel):
+class AggregateRule(RuleVersion, TypeAndIdFirst):
     """One version of an aggregate rule (sparkcep's form; the demo form is converted into it)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
     type: Literal["aggregate"]
     id: str
-    version: int = Field(default=1, ge=1)
-    effective_from_ms: int = Field(default=0, alias="effective_from")
-    state: Literal["ACTIVE", "PAUSE", "DELETE"] = "ACTIVE"
     group_by: tuple[str, ...] = Field(min_length=1)
     function: Literal["SUM", "AVG", "MIN", "MAX", "COUNT"]
     field: str | None = None
     operator: str
     limit: Decimal
-    window_ms: int = Field(alias="window")
+    window_ms: DurationMs = Field(alias="window")
     filter: str | None = None
     event_types_: tuple[str, ...] | None = Field(default=None, alias="event_types", min_length=1)
     output_event: str = "ALERT"
     # Bucketed pre-aggregation: trade precision at the window's start for state size (None: exact).
-    resolution_ms: int | None = Field(default=None, alias="resolution")
+    resolution_ms: DurationMs | None = Field(default=None, alias="resolution")
     # Set by the CLEAR_STATE_ALL control: this version starts with an empty window, like after a DELETE.
     clear_state: bool = False
 
     _op = field_validator("operator", mode="before")(_operator)
-    _win = field_validator("window_ms", mode="before")(_window)
-
-    @field_validator("effective_from_ms", mode="before")
-    @classmethod
-    def _effective(cls, value: object) -> int:
-        return parse_event_time(value)
 
     @field_validator("limit", mode="before")
     @classmethod
     def _limit(cls, value: object) -> Decimal:
         return to_decimal(value)
-
-    @field_validator("resolution_ms", mode="before")
-    @classmethod
-    def _resolution(cls, value: object) -> int | None:
-        return None if value is None else _window(value)
 
     @field_validator("filter")
     @classmethod
@@ -226,3 +203,40 @@ class DemoRule(BaseModel):
             "limit": None if self.limit is None else str(self.limit),
             "window": None if self.windowMinutes is None else self.windowMinutes * 60_000,
         }
+
+
+def check_aggregate(rule: AggregateRule, first: AggregateRule) -> None:
+    """The resolution is fixed per rule: every version keeps the first one's."""
+    if first.resolution_ms != rule.resolution_ms:
+        expected = f"the resolution of version {first.version} ({first.resolution_ms} ms; it is fixed per rule)"
+        raise RuleError(rule.id, "resolution", expected, rule.resolution_ms)
+
+
+_FUNCTION_WORDS = {"SUM": "sum", "AVG": "average", "MIN": "minimum", "MAX": "maximum"}
+
+
+def shown_number(value: Any) -> str:
+    """A limit from a rule's JSON form as its canonical text; anything unreadable as it came."""
+    try:
+        return format_decimal(to_decimal(value))
+    except ValueError:
+        return str(value)
+
+
+def aggregate_summary(rule: Mapping[str, Any]) -> str:
+    """``sum of paymentAmount per payerId, beneficiaryId over 1d > 200000``."""
+    types = rule.get("event_types")
+    if rule.get("function") == "COUNT":
+        subject = f"count of {shown_names(types)} events" if types else "count of events"
+    else:
+        word = _FUNCTION_WORDS.get(str(rule.get("function")), str(rule.get("function")).lower())
+        subject = f"{word} of {rule.get('field')}" + (f" in {shown_names(types)} events" if types else "")
+    text = (
+        f"{subject} per {shown_names(rule.get('group_by'))} over {shown_duration(rule.get('window'))} "
+        f"{rule.get('operator')} {shown_number(rule.get('limit'))}"
+    )
+    if rule.get("filter"):
+        text += f" where {rule['filter']}"
+    if rule.get("output_event", "ALERT") != "ALERT":
+        text += f", emits {rule['output_event']}"
+    return text

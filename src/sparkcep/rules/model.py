@@ -18,22 +18,43 @@ A rule file looks like::
 Several entries with one id are the versions of one rule, each with ``version``, ``state`` (ACTIVE, PAUSE or
 DELETE) and ``effective_from`` (the event time it takes effect at); an entry without them is version 1, ACTIVE
 from the beginning. Definitions carry no running state; per-key state lives in the core and is plain data.
+
+Each rule type has its model in a module of its own (``completion``, ``inactivity``, ``aggregate``, ``pattern``)
+and one entry in :mod:`sparkcep.rules.registry`; this module reads a whole file, whatever types it uses.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, GetCoreSchemaHandler, ValidationError
+from pydantic_core import CoreSchema
 
-from sparkcep.errors import DurationError, RuleError
-from sparkcep.rules.aggregate import AggregateRule, DemoRule
+from sparkcep.errors import RuleError
+from sparkcep.rules.aggregate import DemoRule
+from sparkcep.rules.base import Frozen, RuleVersion
+from sparkcep.rules.completion import CompletionRule
 from sparkcep.rules.documents import read_document_file
-from sparkcep.rules.pattern import PatternRule, check_pattern_rule
-from sparkcep.timeutil import parse_duration, parse_event_time
+from sparkcep.rules.inactivity import InactivityRule
+from sparkcep.rules.registry import rule_type_of, rule_types, when_changed
+
+__all__ = [  # the rule models moved to a module per type; importing them from here still works
+    "MAX_NAME_LENGTH",
+    "AnyRule",
+    "CompletionRule",
+    "InactivityRule",
+    "InputSpec",
+    "Rule",
+    "RuleSet",
+    "load_rules",
+    "parse_rules",
+    "rule_keys",
+]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # digits first too: the demo's rule ids are numbers
 # Output names become directories under OUTPUT/; names starting with "_" are reserved for
@@ -44,20 +65,7 @@ _OUTPUT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 MAX_NAME_LENGTH = 200
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-def _duration_ms(value: object) -> int:
-    if isinstance(value, str | int) and not isinstance(value, bool):
-        ms = parse_duration(value)
-        if ms <= 0:
-            raise DurationError(f"expected a positive duration, got {value!r}")
-        return ms
-    raise DurationError(f"expected a duration such as '30m' or '7d', got {value!r}")
-
-
-class InputSpec(_Frozen):
+class InputSpec(Frozen):
     """Where the engine finds event time, event type and event id in every input record."""
 
     time_field: str = Field(default="occurred_at", min_length=1)
@@ -66,89 +74,24 @@ class InputSpec(_Frozen):
     id_field: str = Field(default="event_id", min_length=1)
 
 
-class _VersionFields(_Frozen):
-    """What makes an entry one version of a rule (aggregate and pattern rules declare the same fields)."""
+class _RegisteredTypes:
+    """pydantic: a version of any registered rule type, told apart by its ``type`` (sparkcep.rules.registry)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
-
-    version: int = Field(default=1, ge=1)
-    effective_from_ms: int = Field(default=0, alias="effective_from")
-    state: Literal["ACTIVE", "PAUSE", "DELETE"] = "ACTIVE"
-
-    @field_validator("effective_from_ms", mode="before")
-    @classmethod
-    def _effective(cls, value: object) -> int:
-        return parse_event_time(value)
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        union = functools.reduce(operator.or_, [rule_type.model for rule_type in rule_types()])
+        return handler.generate_schema(Annotated[union, Field(discriminator="type")])
 
 
-class CompletionRule(_VersionFields):
-    """A business process per key: a start event announces how many distinct steps complete it.
-
-    Emits ``completed_event`` when the distinct steps inside ``[start, start + deadline]`` reach the
-    count taken from the start event, otherwise ``timeout_event`` at the deadline. The version in effect
-    at the start event's time governs the process to its verdict (see docs/dynamic-rules.md).
-    """
-
-    type: Literal["completion"]
-    id: str
-    key: str
-    start_event: str
-    step_event: str
-    distinct_by: str
-    count_field: str
-    deadline_ms: int = Field(alias="deadline")
-    completed_event: str
-    timeout_event: str
-    progress_field: str = "steps_counted"
-
-    _deadline = field_validator("deadline_ms", mode="before")(_duration_ms)
-
-    @property
-    def event_types(self) -> tuple[str, ...]:
-        return (self.start_event, self.step_event)
-
-    @property
-    def output_types(self) -> tuple[str, ...]:
-        return (self.completed_event, self.timeout_event)
-
-
-class InactivityRule(_VersionFields):
-    """Per key: ``offline_event`` after ``timeout`` of event time without events, ``online_event`` when
-    an offline key sends again. The version in effect at an event's time decides that event."""
-
-    type: Literal["inactivity"]
-    id: str
-    key: str
-    event_types_: tuple[str, ...] = Field(alias="event_types", min_length=1)
-    timeout_ms: int = Field(alias="timeout")
-    offline_event: str
-    online_event: str
-
-    _timeout = field_validator("timeout_ms", mode="before")(_duration_ms)
-
-    @property
-    def event_types(self) -> tuple[str, ...]:
-        return self.event_types_
-
-    @property
-    def output_types(self) -> tuple[str, ...]:
-        return (self.offline_event, self.online_event)
-
-
-Rule = Annotated[CompletionRule | InactivityRule | AggregateRule | PatternRule, Field(discriminator="type")]
-AnyRule = CompletionRule | InactivityRule | AggregateRule | PatternRule
+Rule = Annotated[RuleVersion, _RegisteredTypes()]
+AnyRule = RuleVersion  # a version of a rule of any type
 
 
 def rule_keys(rule: AnyRule) -> tuple[str, ...]:
     """The grouping fields of a rule."""
-    if isinstance(rule, AggregateRule):
-        return rule.group_by
-    if isinstance(rule, PatternRule):
-        return rule.key
-    return (rule.key,)
+    return rule_type_of(rule).key_fields(rule)
 
 
-class RuleSet(_Frozen):
+class RuleSet(Frozen):
     """Everything one run evaluates: the input layout and the rules."""
 
     input: InputSpec = InputSpec()
@@ -178,22 +121,11 @@ def _check_outputs(rule: AnyRule, outputs: dict[str, AnyRule]) -> None:
             expected = f"a name of letters, digits, '_' or '-', at most {MAX_NAME_LENGTH} characters"
             raise RuleError(rule.id, "output event", expected, name[:80])
         owner = outputs.setdefault(name, rule)
-        # Aggregate rules may share an output ("ALERT"); other rules own theirs (all versions of a rule share).
-        shared = isinstance(owner, AggregateRule) and isinstance(rule, AggregateRule)
+        # All versions of a rule share its outputs; rules of a type that shares outputs (aggregate rules all
+        # raise "ALERT") may share them with each other; other rules own theirs.
+        shared = owner.type == rule.type and rule_type_of(rule).shares_outputs
         if owner.id != rule.id and not shared:
             raise RuleError(rule.id, "output event", f"a name not already produced by {owner.id!r}", name)
-
-
-def _check_versioned(rule: AnyRule, first: AnyRule) -> None:
-    if isinstance(rule, PatternRule):
-        check_pattern_rule(rule)
-    elif (
-        isinstance(first, AggregateRule)
-        and isinstance(rule, AggregateRule)
-        and first.resolution_ms != rule.resolution_ms
-    ):
-        expected = f"the resolution of version {first.version} ({first.resolution_ms} ms; it is fixed per rule)"
-        raise RuleError(rule.id, "resolution", expected, rule.resolution_ms)
 
 
 def _check_semantics(rules: RuleSet) -> None:
@@ -212,13 +144,13 @@ def _check_semantics(rules: RuleSet) -> None:
         if (rule.id, rule.version) in versions:
             raise RuleError(rule.id, "version", "a version number not used before for this id", rule.version)
         versions.add((rule.id, rule.version))
-        _check_versioned(rule, earlier)
-        for field_name in rule_keys(rule):
+        rule_type = rule_type_of(rule)
+        if rule_type.check is not None:
+            rule_type.check(rule, earlier)
+        for field_name in rule_type.key_fields(rule):
             if not field_name:
                 raise RuleError(rule.id, "key", "a non-empty field name", field_name)
         _check_outputs(rule, outputs)
-        if isinstance(rule, CompletionRule) and rule.start_event == rule.step_event:
-            raise RuleError(rule.id, "step_event", "an event type different from start_event", rule.step_event)
         if len(set(rule.output_types)) != len(rule.output_types):
             raise RuleError(rule.id, "output event", "two different output names", rule.output_types)
 
@@ -282,8 +214,9 @@ def parse_rules(raw: Any) -> RuleSet:
             expected = str(first["msg"]).removeprefix("Value error, ").split(", got ")[0]
             expected = expected.removeprefix("expected ")
         elif first["type"] == "union_tag_invalid":
+            names = [repr(rule_type.name) for rule_type in rule_types()]
             expected, got, field = (
-                "type 'completion', 'inactivity', 'aggregate' or 'pattern'",
+                f"type {', '.join(names[:-1])} or {names[-1]}",
                 got.get("type") if isinstance(got, dict) else got,
                 "type",
             )
@@ -295,3 +228,6 @@ def parse_rules(raw: Any) -> RuleSet:
 def load_rules(path: str | Path) -> RuleSet:
     """Read and validate a JSON rule file."""
     return parse_rules(read_document_file(path))
+
+
+when_changed(lambda: RuleSet.model_rebuild(force=True))

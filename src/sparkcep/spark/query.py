@@ -1,4 +1,4 @@
-"""The streaming plan: JSON-lines files -> routing columns -> watermark -> stateful processor.
+"""The streaming plan: a source's lines -> routing columns -> watermark -> stateful processor.
 
 Spark reads only what routing needs (event time, event type, key fields) with ``json_tuple``; the full
 event is decoded once, in Python, by the core. Each line becomes one row per grouping field whose rules
@@ -22,6 +22,7 @@ from sparkcep.core.program import (
     UNROUTED,
     Program,
 )
+from sparkcep.io.source import Source
 from sparkcep.spark.packing import PACKED_DDL, ROUTED_COLUMNS, pack_batches
 from sparkcep.spark.processor import OUTPUT_SCHEMA, EngineProcessor
 from sparkcep.timeutil import (
@@ -38,16 +39,13 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class QuerySpec:
-    input_dir: str
+    source: Source  # the input lines (files, Kafka: sparkcep.io)
     control_dir: str
     watermark_delay_ms: int
     buckets: int
-    max_files_per_trigger: int
     # Spark grouping-key value of each bucket (see sparkcep.spark.placement); empty: the bucket number itself.
     bucket_keys: tuple[int, ...] = ()
     rules_seq: int = 0  # rule-store position of the rules the query starts with (0: a rule file)
-    # Options of the Kafka source (sparkcep.kafka.source); None: JSON-lines files from input_dir.
-    kafka_options: tuple[tuple[str, str], ...] | None = None
     # Event times more than this past the micro-batch's wall clock are dead letters (None: no bound).
     max_ahead_ms: int | None = None
     page_keys: int = DEFAULT_PAGE_KEYS  # most engine keys on one page of a bucket's state
@@ -262,62 +260,12 @@ def routed_rows(
     )
 
 
-def kafka_records(spark: SparkSession, options: dict[str, str]) -> DataFrame:
-    """``value, topic, partition, offset``: from sparkcep's Python Kafka source, or from the official connector
-    where the cluster has its jar (``implementation: spark-connector``; no aligned backfill there)."""
-    from pyspark.sql import functions as F
-
-    if options.pop("implementation", "python") != "spark-connector":
-        from sparkcep.kafka.source import SOURCE_NAME, KafkaSource
-
-        spark.dataSource.register(KafkaSource)
-        records = spark.readStream.format(SOURCE_NAME).options(**options).load()
-        return records.withColumn("value", F.col("value").cast("string"))  # the bytes as they are, as text
-    from sparkcep.kafka.client import KafkaError
-
-    if "alignstepms" in options:
-        raise KafkaError("aligned backfill needs implementation: python (the official connector cannot align)")
-    connector = {"kafka.bootstrap.servers": options["bootstrap.servers"], "subscribe": options["topics"]}
-    starting = options.get("startingoffsets", "earliest")
-    if starting in ("earliest", "latest"):
-        connector["startingOffsets"] = starting
-    else:
-        from sparkcep.timeutil import parse_event_time
-
-        connector["startingTimestamp"] = str(parse_event_time(starting))
-    if "maxrecordsperbatch" in options:
-        connector["maxOffsetsPerTrigger"] = options["maxrecordsperbatch"]
-    from sparkcep.kafka.client import resolve_properties
-
-    properties = {k: v for k, v in options.items() if k.startswith("kafka.") and k != "kafka.bootstrap.servers"}
-    connector.update(resolve_properties(properties))
-    try:
-        frame = spark.readStream.format("kafka").options(**connector).load()
-    except Exception as exc:  # Spark's error when the jar is missing names the data source
-        if "kafka" in str(exc).lower() and "data source" in str(exc).lower():
-            raise KafkaError(
-                "implementation 'spark-connector' needs the spark-sql-kafka connector on Spark's classpath "
-                "(not found); use implementation: python"
-            ) from None
-        raise
-    return frame.select(
-        F.col("value").cast("string").alias("value"), "topic", "partition", "offset",
-        F.unix_millis("timestamp").alias("timestamp"),
-    )  # fmt: skip
-
-
 def build_stream(spark: SparkSession, program: Program, spec: QuerySpec) -> DataFrame:
     """The whole streaming plan up to (and including) the stateful processor."""
     from pyspark.sql import functions as F
 
     no_origin = F.lit(None).cast("string").alias("origin")
-    if spec.kafka_options is not None:
-        records = kafka_records(spark, dict(spec.kafka_options))
-        origin = F.to_json(F.struct("topic", "partition", "offset"))
-        events = records.where(F.col("value").isNotNull()).select("value", origin.alias("origin"))
-    else:
-        files = spark.readStream.option("maxFilesPerTrigger", spec.max_files_per_trigger).text(spec.input_dir)
-        events = files.select("value", no_origin)
+    events = spec.source.lines(spark, program.time_field)
     # The engine's own control records (the end-of-input flush, rule logs) come from a second file stream kept
     # inside the checkpoint directory, so they are replayed exactly like input after a restart. Only lines of
     # that stream are control records: input that imitates one is a dead letter.

@@ -20,13 +20,16 @@ from typing import TYPE_CHECKING, Any
 from sparkcep.core.control import flush_record
 from sparkcep.core.pages import DEFAULT_PAGE_KEYS
 from sparkcep.core.program import Program
-from sparkcep.errors import CheckpointMismatch
+from sparkcep.errors import CheckpointMismatch, RunError
+from sparkcep.io.files import FileWriter
+from sparkcep.io.sink import BatchWriter
+from sparkcep.io.source import Source
 from sparkcep.outputs import DEADLETTER_DIR, ERRORS_DIR, LATE_DIR, BatchMetrics, read_metrics, write_atomically
 from sparkcep.rules.model import RuleSet, rule_keys
+from sparkcep.spark.batches import BatchCollector
 from sparkcep.spark.placement import balanced_bucket_keys, identity_bucket_keys
 from sparkcep.spark.query import QuerySpec, build_stream
 from sparkcep.spark.rulefeed import RuleFeed, report_unreadable
-from sparkcep.spark.sink import BatchWriter, FileSink
 from sparkcep.store import RuleStore
 from sparkcep.store.quarantine import quarantine
 from sparkcep.timeutil import DEFAULT_MAX_AHEAD_MS, format_iso, parse_event_time
@@ -38,17 +41,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RunConfig:
-    input_dir: Path
-    output_dir: Path
+    source: Source  # the input: sparkcep.io.files.FileSource or sparkcep.io.kafka.source.KafkaSource
+    output_dir: Path  # the file sink's directory, always written (the summary and the console read it)
     checkpoint_dir: Path
     watermark_delay_ms: int = 5_000
     buckets: int = 32
-    max_files_per_trigger: int = 1
     trigger_interval: str | None = None  # None: process what is there and stop (bounded run)
     alert_stores: tuple[str, ...] = ()  # PostgreSQL URLs that get every complex event, upserted by id
-    # Options of the Kafka source (see sparkcep.kafka.source); None: JSON-lines files from input_dir.
-    kafka_source: tuple[tuple[str, str], ...] | None = None
-    # More destinations of every batch's outputs (e.g. sparkcep.kafka.sink.KafkaBatchWriter).
+    # More destinations of every batch's outputs, after the files (e.g. sparkcep.io.kafka.writer.KafkaBatchWriter).
     writers: tuple[BatchWriter, ...] = ()
     # An event time more than this past its micro-batch's wall clock is a dead letter, not a watermark move
     # (None: no bound). A day covers clock skew and time zones written as UTC by mistake.
@@ -80,7 +80,7 @@ class RunSummary:
 
 
 class Pipeline:
-    """One rule set over one input directory, with its checkpoint and outputs."""
+    """One rule set (or rule store) over one source, with its checkpoint and sinks."""
 
     def __init__(
         self, spark: SparkSession, rules: RuleSet | None, config: RunConfig, store: RuleStore | None = None
@@ -182,20 +182,18 @@ class Pipeline:
         self.replan_needed = False
         self._check_checkpoint()
         spec = QuerySpec(
-            input_dir=str(self.config.input_dir),
+            source=self.config.source,
             control_dir=str(self.control_dir),
             watermark_delay_ms=self.config.watermark_delay_ms,
             buckets=self.config.buckets,
-            max_files_per_trigger=self.config.max_files_per_trigger,
             bucket_keys=self.bucket_keys,
             rules_seq=self.rules_seq,
-            kafka_options=self._kafka_options(),
             max_ahead_ms=self.config.max_ahead_ms,
             page_keys=self.config.state_page_keys,
         )
         stream = build_stream(self.spark, self.program, spec)
-        sink = FileSink(self.config.output_dir, self.metrics_dir, self._after_batch, self._writers(), self._key_fields)
-        writer = stream.writeStream.foreachBatch(sink)
+        collector = BatchCollector(self._writers(), self.metrics_dir, self._after_batch, self._key_fields)
+        writer = stream.writeStream.foreachBatch(collector)
         writer = writer.option("checkpointLocation", str(self._query_checkpoint))
         if available_now:
             writer = writer.trigger(availableNow=True)
@@ -203,25 +201,18 @@ class Pipeline:
             writer = writer.trigger(processingTime=trigger_interval or self.config.trigger_interval or "1 second")
         return writer.start()
 
-    def _kafka_options(self) -> tuple[tuple[str, str], ...] | None:
-        """The Kafka source's options; with the time fallback on, events without the rules' time field take
-        the record timestamp."""
-        if self.config.kafka_source is None:
-            return None
-        options = dict(self.config.kafka_source)
-        if options.pop("timefallback", "false") == "true":
-            options["timefield"] = self.program.time_field
-        return tuple(sorted(options.items()))
-
     def _key_fields(self) -> dict[str, tuple[str, ...]]:
         """Rule id -> the fields that key its outputs, for the rules in effect now."""
         return {rule.id: rule_keys(rule) for rule in self.program.rules.rules}
 
     def _writers(self) -> tuple[BatchWriter, ...]:
-        from sparkcep.alerts import open_alert_sinks  # needs the PostgreSQL driver
+        """The files first (the run's record of its outputs), then the alert stores and other sinks."""
+        files = FileWriter(self.config.output_dir)
+        if not self.config.alert_stores:
+            return (files, *self.config.writers)
+        from sparkcep.io.postgres import open_alert_sinks  # needs the PostgreSQL driver
 
-        alerts = tuple(open_alert_sinks(self.config.alert_stores)) if self.config.alert_stores else ()
-        return (*alerts, *self.config.writers)
+        return (files, *open_alert_sinks(self.config.alert_stores), *self.config.writers)
 
     def replan_if_needed(self, query: StreamingQuery) -> StreamingQuery:
         """After a rule with a new grouping arrived: stop the query and plan it again on the same checkpoint."""
@@ -262,9 +253,9 @@ class Pipeline:
                 if mark is not None and parse_event_time(mark) >= target:
                     return
             if query.exception() is not None or not query.isActive:
-                raise RuntimeError(f"the streaming query stopped before the end-of-input flush: {query.exception()}")
+                raise RunError(f"the streaming query stopped before the end-of-input flush: {query.exception()}")
             if time.monotonic() > deadline:
-                raise TimeoutError(f"no micro-batch reached the watermark {format_iso(target)} in time")
+                raise RunError(f"no micro-batch reached the watermark {format_iso(target)} in time", timed_out=True)
             time.sleep(0.1)
 
     def run_streaming(self, stop_after_s: float | None = None) -> RunSummary:

@@ -13,12 +13,8 @@ from typing import Any
 
 from sparkcep.errors import SparkcepError
 from sparkcep.rules.model import InputSpec
+from sparkcep.rules.registry import find_rule_type
 from sparkcep.timeutil import format_iso
-
-# Completion and inactivity rules were recorded without versions before they had them: such an entry (no
-# effective_from in its definition) is version 1, in effect from the beginning, as it was when it was recorded.
-_RECORDED_UNVERSIONED = ("completion", "inactivity")
-
 
 UNREADABLE_TYPE = "unreadable"  # the type given to a record whose rule is not a JSON object (never valid)
 
@@ -72,7 +68,12 @@ class StoredVersion:
     ) -> StoredVersion:
         """Build a version from its definition; the columns are derived from the rule so they cannot disagree."""
         rule = dict(rule)
-        if rule.get("type") in _RECORDED_UNVERSIONED and "effective_from" not in rule and effective_from_ms is None:
+        # Rules of some types were recorded without versions before they had them (completion, inactivity): such
+        # an entry (no effective_from in its definition) is version 1, in effect from the beginning, as it was
+        # when it was recorded.
+        rule_type = find_rule_type(rule.get("type"))
+        unversioned = rule_type is not None and rule_type.recorded_unversioned
+        if unversioned and "effective_from" not in rule and effective_from_ms is None:
             effective_from_ms = 0
         # The metadata is authoritative: the store assigns versions and the job assigns effective times.
         rule["effective_from"] = effective_from_ms

@@ -13,8 +13,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from sparkcep.alerts import KeyFields, key_values, record_time
-from sparkcep.kafka import client as kafka
+from sparkcep.io.kafka import client as kafka
+from sparkcep.outputs import KeyFields, Outputs, key_values, record_time
 
 DEFAULT_MARKER_TOPIC = "sparkcep-sink-commits"
 
@@ -91,9 +91,10 @@ class KafkaBatchWriter:
             consumer.close()
         return last
 
-    def write_batch(
-        self, batch_id: int, outputs: dict[str, list[tuple[int, str]]], key_fields: KeyFields | None = None
-    ) -> int:
+    def __repr__(self) -> str:
+        return f"KafkaBatchWriter({self.bootstrap!r}, {self.sink_id!r})"
+
+    def write_batch(self, batch_id: int, outputs: Outputs, key_fields: KeyFields | None = None) -> int:
         producer = self._start()
         assert self._last_committed is not None
         if batch_id <= self._last_committed:

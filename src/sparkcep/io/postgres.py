@@ -1,4 +1,5 @@
-"""The alert store: complex events in PostgreSQL, upserted by their deterministic id.
+"""The alert store: complex events in PostgreSQL, upserted by their deterministic id. This module owns the
+alerts table: its one migration history is here, applied by a job (the console only reads, with no DDL rights).
 
 Every output record has an ``event_id`` computed from the rule, the key, the time and the events involved,
 so a micro-batch that Spark runs again after a crash, a restarted job or a replay of history writes the same
@@ -9,11 +10,12 @@ dashboard makes: by rule, by key and by time (newest first).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from sparkcep.store.postgres import apply_migrations, connect, refuse_password
+from sparkcep.outputs import KeyFields, Outputs, key_text, record_time
+from sparkcep.store.postgres import applied_version, apply_migrations, connect, refuse_password
 from sparkcep.store.records import StoreError, now_iso
 from sparkcep.timeutil import parse_event_time
 
@@ -37,27 +39,21 @@ MIGRATIONS: list[tuple[str, ...]] = [
         "CREATE INDEX sparkcep_alerts_by_time ON sparkcep_alerts (occurred_at_ms DESC)",
         "CREATE INDEX sparkcep_alerts_by_type ON sparkcep_alerts (event_type, occurred_at_ms DESC)",
     ),
+    (
+        # The console's stream asks "what arrived since I last looked", which event time cannot say: a number
+        # from a sequence, taken on insert. Nullable, without a table rewrite: rows written before have none.
+        # IF NOT EXISTS: consoles of earlier versions added the same column under their own schema table, which
+        # this migration retires.
+        "CREATE SEQUENCE IF NOT EXISTS sparkcep_alerts_arrival_seq",
+        "ALTER TABLE sparkcep_alerts ADD COLUMN IF NOT EXISTS arrival BIGINT",
+        "ALTER TABLE sparkcep_alerts ALTER COLUMN arrival SET DEFAULT nextval('sparkcep_alerts_arrival_seq')",
+        "ALTER SEQUENCE sparkcep_alerts_arrival_seq OWNED BY sparkcep_alerts.arrival",
+        "CREATE INDEX IF NOT EXISTS sparkcep_alerts_by_arrival ON sparkcep_alerts (arrival)",
+        "DROP TABLE IF EXISTS sparkcep_console_alert_schema",
+    ),
 ]
+SCHEMA_TABLE = "sparkcep_alert_schema"
 _LOCK = 0x5350_4B41_4C54  # serializes migrations between jobs starting together
-
-
-KeyFields = Mapping[str, tuple[str, ...]]  # rule id -> the fields that key its outputs
-
-
-def key_values(record: dict[str, Any], key_fields: KeyFields) -> list[tuple[str, object]]:
-    """The correlation key of a complex event as (field, value) pairs: its ``key`` object (aggregate and pattern
-    rules) or the rule's key fields at the top level (completion and inactivity rules)."""
-    key = record.get("key")
-    if isinstance(key, dict):
-        return list(key.items())
-    fields = key_fields.get(str(record.get("rule_id")), ())
-    return [(name, record[name]) for name in fields if name in record]
-
-
-def key_text(record: dict[str, Any], key_fields: KeyFields | None = None) -> str | None:
-    """The key as one searchable text, ``payerId=25,beneficiaryId=12``; None when the record has none."""
-    pairs = key_values(record, key_fields or {})
-    return ",".join(f"{name}={value}" for name, value in pairs) if pairs else None
 
 
 class PostgresAlertStore:
@@ -68,7 +64,7 @@ class PostgresAlertStore:
         self.url = url
         with self._connection() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))  # jobs starting together migrate once
-            apply_migrations(conn, f"alert store {url}", "sparkcep_alert_schema", MIGRATIONS)
+            apply_migrations(conn, f"alert store {url}", SCHEMA_TABLE, MIGRATIONS)
 
     def __repr__(self) -> str:
         return f"PostgresAlertStore({self.url!r})"
@@ -76,9 +72,7 @@ class PostgresAlertStore:
     def _connection(self) -> AbstractContextManager[psycopg.Connection[Any]]:
         return connect(self.url, "alert store")
 
-    def write_batch(
-        self, batch_id: int, outputs: dict[str, list[tuple[int, str]]], key_fields: KeyFields | None = None
-    ) -> int:
+    def write_batch(self, batch_id: int, outputs: Outputs, key_fields: KeyFields | None = None) -> int:
         """Upsert a batch's complex events (``_late``, ``_deadletter`` and ``_errors`` stay in files)."""
         from psycopg.types.json import Json
 
@@ -140,10 +134,21 @@ class PostgresAlertStore:
             return int(row[0]) if row else 0
 
 
-def record_time(record: dict[str, Any], default: int) -> int:
-    """A complex event's time in epoch ms (its ``occurred_at``)."""
-    occurred = record.get("occurred_at")
-    return parse_event_time(occurred) if isinstance(occurred, str | int) else default
+def check_schema(conn: psycopg.Connection[Any], url: str) -> None:
+    """For a reader (the console), which never migrates: the table exists with this version's schema."""
+    exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (SCHEMA_TABLE,)).fetchone()
+    found = applied_version(conn, SCHEMA_TABLE) if exists and exists[0] else 0
+    if found > len(MIGRATIONS):
+        raise StoreError(
+            f"alert store {url} has alerts schema version {found}; this sparkcep reads up to {len(MIGRATIONS)} "
+            "(upgrade sparkcep)"
+        )
+    if found < len(MIGRATIONS):
+        state = "has no alerts table yet" if found == 0 else f"has alerts schema version {found}"
+        raise StoreError(
+            f"alert store {url} {state}; expected version {len(MIGRATIONS)}, which a job creates: "
+            f"run `sparkcep run --alert-store {url}` (or a pipeline with sinks.postgres) once, then the console"
+        )
 
 
 def _text(value: object) -> str | None:

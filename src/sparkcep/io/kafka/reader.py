@@ -1,4 +1,4 @@
-"""A Kafka streaming source for Spark written with PySpark's Python Data Source API (``sparkcep_kafka``).
+"""The Kafka reader: a Spark streaming data source written with PySpark's Python Data Source API (``sparkcep_kafka``).
 
 The official connector jar cannot be used everywhere, so this source reads with confluent-kafka. Offsets live
 in Spark's checkpoint (``{"topic:partition": next offset}``); a batch's range is fixed before it runs, so a
@@ -8,7 +8,7 @@ re-run after a crash reads exactly the same records. Options (Spark lower-cases 
 - ``startingoffsets``: ``earliest`` (default), ``latest``, or an event time (ISO-8601 or epoch ms) looked up
   with offsets-for-times; used only when the query has no checkpoint yet;
 - ``maxrecordsperbatch``: at most this many records per micro-batch, shared between partitions;
-- ``alignstepms``: event-time-aligned backfill (see :mod:`sparkcep.kafka.offsets`), needs record timestamps
+- ``alignstepms``: event-time-aligned backfill (see :mod:`sparkcep.io.kafka.offsets`), needs record timestamps
   that carry event time (producers' CreateTime);
 - ``timefield``: records whose JSON value lacks this field get it from the record timestamp (epoch ms);
 - ``kafka.<property>``: any librdkafka property; ``env:NAME`` values come from the environment.
@@ -26,8 +26,8 @@ import orjson
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
-from sparkcep.kafka import client as kafka
-from sparkcep.kafka.offsets import aligned, capped, partition_name, split_name
+from sparkcep.io.kafka import client as kafka
+from sparkcep.io.kafka.offsets import aligned, capped, partition_name, split_name
 from sparkcep.timeutil import parse_event_time
 
 SOURCE_NAME = "sparkcep_kafka"
@@ -74,7 +74,7 @@ class KafkaRange(InputPartition):
     end: int
 
 
-class KafkaSource(DataSource):
+class KafkaDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
         return SOURCE_NAME

@@ -1,0 +1,1 @@
+"""Kafka on confluent-kafka: the client helpers, the source (a Spark Python data source) and the sink."""

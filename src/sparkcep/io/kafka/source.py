@@ -1,0 +1,81 @@
+"""Kafka topics as the input of a run: sparkcep's own reader (:mod:`sparkcep.io.kafka.reader`) by default, or
+Spark's official connector where the cluster has its jar (``implementation: spark-connector``; no aligned
+backfill there)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sparkcep.io.kafka.client import KafkaError, resolve_properties
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass(frozen=True)
+class KafkaSource:
+    """Records of ``options["topics"]``; ``options`` are the reader's (see :mod:`sparkcep.io.kafka.reader`).
+
+    With ``time_field_fallback`` an event without the rules' time field takes its record timestamp.
+    """
+
+    options: tuple[tuple[str, str], ...]
+    time_field_fallback: bool = False
+
+    @property
+    def directory(self) -> Path | None:
+        return None
+
+    def reader_options(self, time_field: str) -> dict[str, str]:
+        options = dict(self.options)
+        if self.time_field_fallback:
+            options["timefield"] = time_field
+        return dict(sorted(options.items()))
+
+    def lines(self, spark: SparkSession, time_field: str) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        records = kafka_records(spark, self.reader_options(time_field))
+        origin = F.to_json(F.struct("topic", "partition", "offset"))
+        return records.where(F.col("value").isNotNull()).select("value", origin.alias("origin"))
+
+
+def kafka_records(spark: SparkSession, options: dict[str, str]) -> DataFrame:
+    """``value, topic, partition, offset``: from sparkcep's Python Kafka reader, or from the official connector."""
+    from pyspark.sql import functions as F
+
+    if options.pop("implementation", "python") != "spark-connector":
+        from sparkcep.io.kafka.reader import SOURCE_NAME, KafkaDataSource
+
+        spark.dataSource.register(KafkaDataSource)
+        records = spark.readStream.format(SOURCE_NAME).options(**options).load()
+        return records.withColumn("value", F.col("value").cast("string"))  # the bytes as they are, as text
+    if "alignstepms" in options:
+        raise KafkaError("aligned backfill needs implementation: python (the official connector cannot align)")
+    connector = {"kafka.bootstrap.servers": options["bootstrap.servers"], "subscribe": options["topics"]}
+    starting = options.get("startingoffsets", "earliest")
+    if starting in ("earliest", "latest"):
+        connector["startingOffsets"] = starting
+    else:
+        from sparkcep.timeutil import parse_event_time
+
+        connector["startingTimestamp"] = str(parse_event_time(starting))
+    if "maxrecordsperbatch" in options:
+        connector["maxOffsetsPerTrigger"] = options["maxrecordsperbatch"]
+    properties = {k: v for k, v in options.items() if k.startswith("kafka.") and k != "kafka.bootstrap.servers"}
+    connector.update(resolve_properties(properties))
+    try:
+        frame = spark.readStream.format("kafka").options(**connector).load()
+    except Exception as exc:  # Spark's error when the jar is missing names the data source
+        if "kafka" in str(exc).lower() and "data source" in str(exc).lower():
+            raise KafkaError(
+                "implementation 'spark-connector' needs the spark-sql-kafka connector on Spark's classpath "
+                "(not found); use implementation: python"
+            ) from None
+        raise
+    return frame.select(
+        F.col("value").cast("string").alias("value"), "topic", "partition", "offset",
+        F.unix_millis("timestamp").alias("timestamp"),
+    )  # fmt: skip

@@ -1,0 +1,19 @@
+"""What a sink is: a destination of every micro-batch's outputs."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from sparkcep.outputs import KeyFields, Outputs
+
+
+class BatchWriter(Protocol):
+    """A destination of a batch's outputs (files, an alert store, a Kafka topic per output type).
+
+    ``outputs`` maps each output name to its ``(event time, JSON record)`` items, sorted; names starting with
+    ``_`` are the run's own records (late, dead letters, rule errors). ``key_fields`` names the fields that key
+    each rule's outputs, for the rules in effect now. A writer must be idempotent per ``batch_id``: Spark runs a
+    batch again after a crash. Returns how many records it wrote.
+    """
+
+    def write_batch(self, batch_id: int, outputs: Outputs, key_fields: KeyFields) -> int: ...

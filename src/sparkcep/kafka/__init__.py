@@ -1,1 +1,0 @@
-"""Kafka source (Python Data Source API) and sink on confluent-kafka."""

@@ -1,0 +1,69 @@
+"""Completion rules: a business process per key, complete once enough distinct steps arrive before a deadline.
+
+    {"id": "order-fulfilment", "type": "completion", "key": "order_number",
+     "start_event": "ORDER_CREATED", "step_event": "PARCEL_SHIPPED", "distinct_by": "parcel_id",
+     "count_field": "parcels_to_ship", "deadline": "7d",
+     "completed_event": "ALL_PARCELS_SHIPPED", "timeout_event": "THRESHOLD_EXCEEDED",
+     "progress_field": "parcels_shipped"}
+
+The logic that runs them is :class:`sparkcep.core.completion.CompletionLogic`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import Field
+
+from sparkcep.errors import RuleError
+from sparkcep.rules.base import DurationMs, RuleVersion, shown_duration
+from sparkcep.timeutil import format_duration
+
+
+class CompletionRule(RuleVersion):
+    """A business process per key: a start event announces how many distinct steps complete it.
+
+    Emits ``completed_event`` when the distinct steps inside ``[start, start + deadline]`` reach the
+    count taken from the start event, otherwise ``timeout_event`` at the deadline. The version in effect
+    at the start event's time governs the process to its verdict (see docs/dynamic-rules.md).
+    """
+
+    type: Literal["completion"]
+    id: str
+    key: str
+    start_event: str
+    step_event: str
+    distinct_by: str
+    count_field: str
+    deadline_ms: DurationMs = Field(alias="deadline")
+    completed_event: str
+    timeout_event: str
+    progress_field: str = "steps_counted"
+
+    @property
+    def event_types(self) -> tuple[str, ...]:
+        return (self.start_event, self.step_event)
+
+    @property
+    def output_types(self) -> tuple[str, ...]:
+        return (self.completed_event, self.timeout_event)
+
+
+def check_completion(rule: CompletionRule, first: CompletionRule) -> None:
+    """Checks of one version beyond its fields (``first``: the first version of its id, for the registry)."""
+    if rule.start_event == rule.step_event:
+        raise RuleError(rule.id, "step_event", "an event type different from start_event", rule.step_event)
+
+
+def completion_summary(rule: Mapping[str, Any]) -> str:
+    """``per order_number, ALL_PARCELS_SHIPPED once PARCEL_SHIPPED events reach ... within 7d, else ...``."""
+    return (
+        f"per {rule.get('key')}, {rule.get('completed_event')} once {rule.get('step_event')} events reach "
+        f"{rule.get('count_field')} (from {rule.get('start_event')}) distinct {rule.get('distinct_by')} "
+        f"within {shown_duration(rule.get('deadline'))}, else {rule.get('timeout_event')}"
+    )
+
+
+def completion_detail(rule: CompletionRule) -> str:
+    return f", key {rule.key}, deadline {format_duration(rule.deadline_ms)}"

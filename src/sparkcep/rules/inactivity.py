@@ -1,0 +1,50 @@
+"""Inactivity rules: a key that sends nothing for a while goes offline, and online when it sends again.
+
+    {"id": "device-offline", "type": "inactivity", "key": "device_id", "event_types": ["TRACK"],
+     "timeout": "30m", "offline_event": "DEVICE_OFFLINE", "online_event": "DEVICE_ONLINE"}
+
+The logic that runs them is :class:`sparkcep.core.inactivity.InactivityLogic`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import Field
+
+from sparkcep.rules.base import DurationMs, RuleVersion, shown_duration, shown_names
+from sparkcep.timeutil import format_duration
+
+
+class InactivityRule(RuleVersion):
+    """Per key: ``offline_event`` after ``timeout`` of event time without events, ``online_event`` when
+    an offline key sends again. The version in effect at an event's time decides that event."""
+
+    type: Literal["inactivity"]
+    id: str
+    key: str
+    event_types_: tuple[str, ...] = Field(alias="event_types", min_length=1)
+    timeout_ms: DurationMs = Field(alias="timeout")
+    offline_event: str
+    online_event: str
+
+    @property
+    def event_types(self) -> tuple[str, ...]:
+        return self.event_types_
+
+    @property
+    def output_types(self) -> tuple[str, ...]:
+        return (self.offline_event, self.online_event)
+
+
+def inactivity_summary(rule: Mapping[str, Any]) -> str:
+    """``per device_id, DEVICE_OFFLINE after 30m without TRACK events, DEVICE_ONLINE when it sends again``."""
+    return (
+        f"per {rule.get('key')}, {rule.get('offline_event')} after {shown_duration(rule.get('timeout'))} without "
+        f"{shown_names(rule.get('event_types'))} events, {rule.get('online_event')} when it sends again"
+    )
+
+
+def inactivity_detail(rule: InactivityRule) -> str:
+    return f", key {rule.key}, timeout {format_duration(rule.timeout_ms)}"

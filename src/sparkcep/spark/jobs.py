@@ -1,0 +1,129 @@
+"""One way to run a job, shared by ``sparkcep run``, ``run --config``, ``backtest`` and the demo: a session, the
+pipeline, a bounded or streaming run, and the summary written to ``OUTPUT/_summary.json``; and the job a
+pipeline file describes (its source and sinks as :mod:`sparkcep.io` objects)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sparkcep.config import FilesSourceConfig, KafkaSourceConfig, PipelineConfig
+from sparkcep.io.files import FileSource
+from sparkcep.io.kafka.source import KafkaSource
+from sparkcep.io.sink import BatchWriter
+from sparkcep.io.source import Source
+from sparkcep.rules.model import RuleSet
+from sparkcep.spark.runner import Pipeline, RunConfig, RunSummary
+from sparkcep.spark.session import SparkSettings, get_or_create_session
+from sparkcep.store import RuleStore
+from sparkcep.timeutil import parse_duration
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@dataclass(frozen=True)
+class Job:
+    """What to run: a rule file's rules or a rule store (exactly one), over ``config``; ``bounded`` runs end when
+    the input present is processed and flushed in event time, others stream until stopped or ``stop_after_s``."""
+
+    config: RunConfig
+    rules: RuleSet | None = None
+    store: RuleStore | None = None
+    bounded: bool = True
+    stop_after_s: float | None = None
+
+
+@dataclass(frozen=True)
+class JobResult:
+    summary: RunSummary
+    session_seconds: float  # starting (or finding) the Spark session
+
+    def to_json(self) -> dict[str, Any]:
+        return {"spark_session_seconds": round(self.session_seconds, 3), **self.summary.to_json()}
+
+
+def pipeline_job(
+    config: PipelineConfig,
+    rules: RuleSet | None,
+    store: RuleStore | None,
+    until_caught_up: bool = False,
+    stop_after_s: float | None = None,
+) -> tuple[Job, SparkSettings]:
+    """The job and Spark settings a pipeline file describes (``until_caught_up`` bounds it whatever its trigger)."""
+    bounded = until_caught_up or config.until_caught_up
+    run_config = RunConfig(
+        source=pipeline_source(config),
+        output_dir=config.sinks.files,
+        checkpoint_dir=config.checkpoint,
+        watermark_delay_ms=config.watermark_delay_ms,
+        max_ahead_ms=config.max_time_ahead_ms,
+        buckets=config.buckets,
+        trigger_interval=None if bounded else f"{parse_duration(config.trigger)} milliseconds",
+        alert_stores=tuple(config.sinks.postgres),
+        writers=pipeline_writers(config),
+        state_page_keys=config.state_page_keys,
+    )
+    settings = SparkSettings(
+        master=config.spark.master,
+        shuffle_partitions=config.spark.shuffle_partitions,
+        driver_memory=config.spark.driver_memory or SparkSettings.driver_memory,
+        extra_conf=dict(config.spark.conf),
+    )
+    return Job(run_config, rules, store, bounded=bounded, stop_after_s=stop_after_s), settings
+
+
+def pipeline_source(config: PipelineConfig) -> Source:
+    """The source a pipeline file describes."""
+    source = config.source
+    if isinstance(source, FilesSourceConfig):
+        return FileSource(source.path, source.max_files_per_trigger)
+    return KafkaSource(kafka_reader_options(source), time_field_fallback=source.time_field_fallback)
+
+
+def kafka_reader_options(source: KafkaSourceConfig) -> tuple[tuple[str, str], ...]:
+    """A pipeline's Kafka source as the reader's options (see sparkcep.io.kafka.reader)."""
+    options = {"bootstrap.servers": source.bootstrap_servers, "topics": ",".join(source.topics),
+               "startingoffsets": source.starting_offsets}  # fmt: skip
+    if source.max_records_per_batch is not None:
+        options["maxrecordsperbatch"] = str(source.max_records_per_batch)
+    if source.backfill is not None and source.backfill.aligned:
+        options["alignstepms"] = str(source.backfill.step_ms)
+    if source.implementation == "spark-connector":
+        options["implementation"] = "spark-connector"
+    options.update({f"kafka.{name}": value for name, value in source.properties.items()})
+    return tuple(sorted(options.items()))
+
+
+def pipeline_writers(config: PipelineConfig) -> tuple[BatchWriter, ...]:
+    """A pipeline's sinks besides the files and the PostgreSQL alert stores (the run opens those from their URLs)."""
+    from sparkcep.io.kafka.writer import KafkaBatchWriter  # needs confluent-kafka
+
+    kafka = config.sinks.kafka
+    if kafka is None:
+        return ()
+    # One sink id per job: a restart of the same job (same checkpoint) continues its commit markers.
+    default_id = "job-" + hashlib.sha256(str(config.checkpoint).encode()).hexdigest()[:16]
+    writer = KafkaBatchWriter(
+        kafka.bootstrap_servers, kafka.sink_id or default_id, topics=kafka.topics, topic_prefix=kafka.topic_prefix,
+        include=tuple(kafka.include), marker_topic=kafka.marker_topic, properties=kafka.properties,
+    )  # fmt: skip
+    return (writer,)
+
+
+def run_job(job: Job, session: SparkSettings | SparkSession) -> JobResult:
+    """Run ``job`` on ``session`` (an existing one, or one created from settings); write the summary to
+    ``OUTPUT/_summary.json`` and return it."""
+    started = time.monotonic()
+    spark = get_or_create_session(session) if isinstance(session, SparkSettings) else session
+    result_started = time.monotonic()
+    pipeline = Pipeline(spark, job.rules, job.config, store=job.store)
+    summary = pipeline.run_until_caught_up() if job.bounded else pipeline.run_streaming(job.stop_after_s)
+    result = JobResult(summary, result_started - started)
+    job.config.output_dir.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(result.to_json(), indent=2)
+    (job.config.output_dir / "_summary.json").write_text(text, encoding="utf-8")
+    return result
