@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from sparkcep.config import ConfigError, FilesSourceConfig, KafkaSourceConfig, load_config
+from sparkcep.io.files import FileSource
 from sparkcep.spark.jobs import pipeline_source, pipeline_writers
 
 KAFKA = """
@@ -49,6 +50,7 @@ def test_a_kafka_pipeline_file_becomes_source_options_and_absolute_paths(tmp_pat
         "startingoffsets": "2024-01-01T00:00:00Z",
         "maxrecordsperbatch": "50000",
         "alignstepms": "600000",
+        "aligntargetrecords": "200000",
         "kafka.security.protocol": "SASL_PLAINTEXT",
         "kafka.sasl.username": "cep",
         "kafka.sasl.password": "env:KAFKA_PASSWORD",  # resolved only where the client is created
@@ -62,6 +64,20 @@ def test_a_files_pipeline(tmp_path: Path) -> None:
     assert isinstance(config.source, FilesSourceConfig) and config.source.path == tmp_path / "in"
     assert pipeline_source(config).directory == tmp_path / "in" == config.input_dir
     assert config.rules.file == tmp_path / "r.json" and pipeline_writers(config) == () and config.trigger == "1s"
+
+
+def test_files_are_read_aligned_in_a_bounded_run_unless_the_pipeline_says_otherwise(tmp_path: Path) -> None:
+    base = "rules: {file: r.json}\nsinks: {files: out}\ncheckpoint: ck\nsource: {type: files, path: in"
+    plain = load_config(write(tmp_path, base + "}\n"))
+    assert pipeline_source(plain) == FileSource(tmp_path / "in")  # streaming: whole files, oldest first
+    bounded = pipeline_source(plain, bounded=True)
+    assert isinstance(bounded, FileSource) and bounded.aligned and bounded.step_ms == 600_000
+    told = load_config(write(tmp_path, base + ", backfill: {aligned: true, step: 1h, target_records: 5000}}\n"))
+    assert pipeline_source(told) == FileSource(tmp_path / "in", aligned=True, step_ms=3_600_000, target_records=5000)
+    off = load_config(write(tmp_path, base + ", backfill: {aligned: false}}\n"))
+    assert pipeline_source(off, bounded=True) == FileSource(tmp_path / "in")
+    with pytest.raises(ConfigError, match=r"field 'source.backfill.target_records': .*greater than or equal to 1"):
+        load_config(write(tmp_path, base + ", backfill: {target_records: 0}}\n"))
 
 
 @pytest.mark.parametrize(

@@ -662,7 +662,7 @@ def test_health_from_batch_metrics(job: Job) -> None:
                      dead_by_rule={"busy": 3}),
         BatchMetrics(3, rows=150, accepted=150, late=1, dead=0, outputs=2, written_at=now - 10,
                      watermark=T0 + MINUTE, by_type={"ALERT": 2}, state_keys=15, state_bytes=2500,
-                     late_by_rule={"busy": 1}),
+                     late_by_rule={"busy": 1}, duplicates=2, duplicates_by_rule={"busy": 2}),
     ]  # fmt: skip
     for metrics in batches:
         job.write_metrics(metrics)
@@ -673,13 +673,14 @@ def test_health_from_batch_metrics(job: Job) -> None:
     health = job.client().get("/api/health").json()
     after_ms = int(time.time() * 1000)
     assert (health["batches"], health["events"], health["late"], health["dead_letters"]) == (3, 550, 5, 5)
+    assert health["duplicates"] == 2
     assert health["throughput_eps"] == pytest.approx((300 + 150) / 60)  # the two batches of the last minute
     assert health["watermark"] == "2024-01-01T00:01:00.000Z"
     assert before_ms - (T0 + MINUTE) <= health["watermark_lag_ms"] <= after_ms - (T0 + MINUTE)
     assert (health["state_keys"], health["state_bytes"]) == (15, 2500)
     assert health["per_rule"] == {
-        "busy": {"alerts": 3, "late": 5, "dead_letters": 3, "errors": 1},
-        "order-fulfilment": {"alerts": 0, "late": 0, "dead_letters": 0, "errors": 0},  # quiet rules too
+        "busy": {"alerts": 3, "late": 5, "dead_letters": 3, "duplicates": 2, "errors": 1},
+        "order-fulfilment": {"alerts": 0, "late": 0, "dead_letters": 0, "duplicates": 0, "errors": 0},  # quiet too
     }
     series = health["series"]
     assert [(p["batch_id"], p["events"], p["alerts"]) for p in series] == [(1, 100, 1), (2, 300, 5), (3, 150, 2)]

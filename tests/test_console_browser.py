@@ -422,7 +422,7 @@ def job_with_every_rule_type(job: Job) -> dict[str, list[dict[str, Any]]]:
                 batch_id, rows=accepted + late + dead, accepted=accepted, late=late, dead=dead, outputs=batch_id,
                 written_at=now - 30 + 10 * batch_id, watermark=T0 + batch_id * MINUTE, by_type={"ALERT": batch_id},
                 state_keys=100 * batch_id, state_bytes=40_000 * batch_id, late_by_rule={"busy": late},
-                dead_by_rule={"busy": dead, "small-then-large": dead},
+                dead_by_rule={"busy": dead, "small-then-large": dead}, duplicates_by_rule={"busy": late},
             )
         )  # fmt: skip
     return by_card
@@ -475,9 +475,10 @@ def test_every_rule_type_its_alerts_and_the_job_health_in_the_page(tmp_path: Pat
         expect(page.get_by_test_id("health-late")).to_have_text("3")
         expect(page.get_by_test_id("health-dead-letters")).to_have_text("4")
         busy_row = page.locator('[data-testid="health-rule"][data-rule-id="busy"] td')
-        expect(busy_row).to_have_text(["busy", "2", "3", "4", "0"])  # payer 1's 3rd and 4th payment alert
+        # payer 1's 3rd and 4th payment alert; late, dead letters, copies dropped, errors
+        expect(busy_row).to_have_text(["busy", "2", "3", "4", "3", "0"])
         pattern_row = page.locator('[data-testid="health-rule"][data-rule-id="small-then-large"] td')
-        expect(pattern_row).to_have_text(["small-then-large", "1", "0", "4", "0"])
+        expect(pattern_row).to_have_text(["small-then-large", "1", "0", "4", "0", "0"])
         quarantined = page.get_by_test_id("quarantined-rule")
         expect(quarantined).to_have_count(1)
         expect(quarantined).to_have_attribute("data-rule-id", "flaky")

@@ -255,9 +255,14 @@ def test_the_reader_plans_starting_offsets_caps_and_aligned_horizons(kafka: str)
     assert by_time == {f"{topic}:0": 10, f"{topic}:1": 5}  # partition 0 has nothing that late
     assert reader().latestOffset(start, ReadMaxRows(7)) == {f"{topic}:0": 4, f"{topic}:1": 3}
     assert reader().latestOffset(start, ReadAllAvailable()) == {f"{topic}:0": 10, f"{topic}:1": 10}
-    aligned = reader(alignstepms="3000")
+    aligned = reader(alignstepms="3000", aligntargetrecords="1")  # a batch of 3 already passes the target
     first = aligned.latestOffset(start, ReadAllAvailable())
     assert first == {f"{topic}:0": 3, f"{topic}:1": 0}  # partition 1 waits: it is an hour ahead
+    # The step grows while batches stay below the target (3 records at 3 s, 6 at 6 s), or until all is read.
+    assert reader(alignstepms="3000", aligntargetrecords="5").latestOffset(start, ReadAllAvailable()) == {
+        f"{topic}:0": 6, f"{topic}:1": 0,
+    }  # fmt: skip
+    assert reader(alignstepms="3000").latestOffset(start, ReadAllAvailable()) == {f"{topic}:0": 10, f"{topic}:1": 10}
     ranges = aligned.partitions(start, first)
     assert [(r.partition, r.start, r.end) for r in ranges] == [(0, 0, 3)]
     rows = list(aligned.read(ranges[0]))

@@ -251,13 +251,27 @@ def test_equal_times_are_ordered_by_event_id(parcel_id_: str, counts: bool) -> N
 
 
 def test_equal_time_and_event_id_are_ordered_by_crc32_of_the_line() -> None:
+    # Without de-duplication (input whose ids are not unique), both events count, in crc32 order.
+    rules = ORDERS.model_copy(update={"input": ORDERS.input.model_copy(update={"deduplicate": False})})
     start, step = order(T0, 1, event_id="same"), parcel(T0, "p1", event_id="same")
     start_first = zlib.crc32(start.encode("utf-8")) < zlib.crc32(step.encode("utf-8"))
     for lines in ([start, step], [step, start]):
-        outputs = evaluate(ORDERS, lines, until=T0 + 7 * DAY).outputs
+        outputs = evaluate(rules, lines, until=T0 + 7 * DAY).outputs
         assert [r["event_type"] for r in outputs] == (
             ["ALL_PARCELS_SHIPPED"] if start_first else ["THRESHOLD_EXCEEDED"]
         )
+
+
+def test_of_two_events_with_one_id_and_time_the_first_in_crc32_order_is_kept() -> None:
+    start, step = order(T0, 1, event_id="same"), parcel(T0, "p1", event_id="same")
+    start_first = zlib.crc32(start.encode("utf-8")) < zlib.crc32(step.encode("utf-8"))
+    for lines in ([start, step], [step, start]):
+        result = evaluate(ORDERS, lines, until=T0 + 7 * DAY)
+        # The order's start event alone times out; the parcel alone opens nothing.
+        assert [r["event_type"] for r in result.outputs] == (["THRESHOLD_EXCEEDED"] if start_first else [])
+        [(line, reason)] = result.dead_letters
+        assert line == (step if start_first else start)
+        assert "conflicting duplicate: event 'same' at 2024-01-01T00:00:00.000Z" in reason
 
 
 def test_no_timer_after_the_latest_event_fires_by_default() -> None:
@@ -518,8 +532,8 @@ def test_inactivity_equals_the_gap_formula(offsets: list[int], data: st.DataObje
 )
 def test_one_order_equals_the_window_formula(count: int, steps: list[tuple[int, str]], data: st.DataObject) -> None:
     deadline = T0 + 7 * DAY
-    # event ids put the start first among events at T0; otherwise crc32 of the lines would decide
-    events = [order(T0, count, event_id="a")] + [parcel(T0 + t, p, event_id="b") for t, p in steps]
+    # event ids put the start first among events at T0 (each event has its own id: one id at one time is one event)
+    events = [order(T0, count, event_id="a")] + [parcel(T0 + t, p, event_id=f"b{i}") for i, (t, p) in enumerate(steps)]
     lines = data.draw(st.permutations(events))
     # distinct parcels inside [start, deadline], first sighting by time (ties do not change the time)
     first_seen: dict[str, int] = {}

@@ -109,6 +109,36 @@ def test_bad_lines_reach_the_dead_letters_and_late_events_the_late_output(spark:
     assert {r["event_type"] for r in read_all_outputs(out)} >= {"ALL_PARCELS_SHIPPED", "DEVICE_OFFLINE"}
 
 
+def test_copies_in_other_files_count_once_and_a_conflicting_copy_is_a_dead_letter(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    rules = parse_rules(
+        {"input": {"time_field": "eventTime", "type_field": None, "id_field": "transactionId"},
+         "rules": [{"type": "aggregate", "id": "big-payer", "group_by": ["payerId"], "function": "SUM",
+                    "field": "paymentAmount", "operator": ">", "limit": 200, "window": "24h"}]}
+    )  # fmt: skip
+
+    def pay(transaction: int, amount: object, offset_s: int, **extra: object) -> str:
+        return json.dumps({"transactionId": transaction, "eventTime": T0 + offset_s * 1_000, "payerId": 7,
+                           "paymentAmount": amount, **extra})  # fmt: skip
+
+    batches = [
+        [pay(1, 150, 0)],
+        [pay(1, 150, 0), pay(2, 40, 1)],  # a redelivered copy in the next file, still on time
+        [pay(2, 40, 1, note="corrected"), pay(3, 5, 2)],  # same id and time, other content
+    ]
+    write_batches(tmp_path / "in", batches)
+    summary = bounded_run(spark, rules, tmp_path / "in", tmp_path / "run", watermark_delay_ms=5_000)
+    out = tmp_path / "run" / "out"
+    assert summary.duplicates == 1 and summary.duplicates_by_rule == {"big-payer": 1}
+    conflicting = [r for r in read_jsonl_dir(out / "_deadletter") if "conflicting duplicate" in r["reason"]]
+    assert len(conflicting) == 1 and summary.dead_letters == 1
+    everything = [line for batch in batches for line in batch]
+    expected = oracle.evaluate(rules, everything)
+    assert read_all_outputs(out) == canonical(expected.outputs) == []  # 150 + 40 + 5 <= 200 (300 with the copy)
+    assert [r["line"] for r in conflicting] == [line for line, _ in expected.dead_letters]
+
+
 def test_an_event_one_grouping_cannot_key_reaches_the_others_and_a_dead_letter_for_its_rules(
     spark: SparkSession, tmp_path: Path
 ) -> None:

@@ -3,12 +3,12 @@
 ::
 
     source:
-      type: kafka                       # or: files (path: DIR, max_files_per_trigger: 1)
+      type: kafka                       # or: files (path: DIR, max_files_per_trigger: 1, backfill: {...})
       bootstrap_servers: 127.0.0.1:9092
       topics: [orders]
       starting_offsets: earliest        # latest, or an event time (ISO-8601 or epoch ms)
       max_records_per_batch: 200000
-      backfill: {aligned: true, step: 10m}   # every partition advances to the same event-time horizon
+      backfill: {aligned: true, step: 10m}   # every partition (file) advances to the same event-time horizon
       properties: {security.protocol: SASL_SSL, sasl.mechanism: PLAIN, sasl.username: cep,
                    sasl.password: env:KAFKA_PASSWORD}
       implementation: python            # or: spark-connector (the official jar, where the cluster has it)
@@ -21,6 +21,7 @@
     watermark_delay: 5s
     max_time_ahead: 1d                # later event times are dead letters; "off": no bound
     trigger: 1s                         # or: until_caught_up
+    idle_advance: 1m                    # live jobs: event time moves with the wall clock after 1m without input
     buckets: 32
     state_page_keys: 64                 # most keys on one page of state (see docs/semantics.md)
     spark: {master: "local[2]", shuffle_partitions: 2, conf: {spark.sql.session.timeZone: UTC}}
@@ -35,10 +36,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from sparkcep.core.pages import DEFAULT_PAGE_KEYS, MAX_PAGE_KEYS
 from sparkcep.errors import SparkcepError
+from sparkcep.io.alignment import DEFAULT_STEP_MS, DEFAULT_TARGET_RECORDS
 from sparkcep.io.kafka.client import KafkaError, check_no_inline_secrets
 from sparkcep.rules.base import DurationMs
 from sparkcep.store import store_spec_relative_to
@@ -61,17 +63,24 @@ def _no_inline_secrets(properties: dict[str, str], where: str) -> dict[str, str]
     return properties
 
 
+class Backfill(_Strict):
+    """Event-time-aligned reading (see sparkcep.io.alignment): every file or partition advances to one horizon a
+    batch, ``step`` or more past the earliest waiting event; the step doubles while batches hold fewer than
+    ``target_records`` and halves (not below ``step``) while they hold more than twice as many."""
+
+    aligned: bool = True
+    step_ms: DurationMs = Field(default=DEFAULT_STEP_MS, alias="step")
+    target_records: int = Field(default=DEFAULT_TARGET_RECORDS, ge=1)
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
 class FilesSourceConfig(_Strict):
     type: Literal["files"]
     path: Path
     max_files_per_trigger: int = Field(default=1, ge=1)
-
-
-class Backfill(_Strict):
-    aligned: bool = True
-    step_ms: DurationMs = Field(default=600_000, alias="step")
-
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    # None: aligned in a bounded run (trigger until_caught_up or --until-caught-up), whole files when streaming
+    backfill: Backfill | None = None
 
 
 class KafkaSourceConfig(_Strict):
@@ -139,6 +148,9 @@ class PipelineConfig(_Strict):
     # "off" (or null): no bound on how far past the wall clock an event time may lie
     max_time_ahead_ms: int | None = Field(default=DEFAULT_MAX_AHEAD_MS, alias="max_time_ahead")
     trigger: str = "1s"
+    # Live jobs: after this much wall-clock time without input, event time moves with the wall clock (None: off;
+    # see sparkcep.core.idle). Longer than the trigger, and not with trigger: until_caught_up.
+    idle_advance_ms: DurationMs | None = Field(default=None, alias="idle_advance")
     buckets: int = Field(default=32, ge=1)
     state_page_keys: int = Field(default=DEFAULT_PAGE_KEYS, ge=1, le=MAX_PAGE_KEYS)
     spark: SparkSettingsConfig = SparkSettingsConfig()
@@ -155,6 +167,24 @@ class PipelineConfig(_Strict):
     def _trigger(cls, value: str) -> str:
         if value != "until_caught_up":
             positive_duration(value)
+        return value
+
+    @field_validator("idle_advance_ms")
+    @classmethod
+    def _idle_advance(cls, value: int | None, info: ValidationInfo) -> int | None:
+        trigger = info.data.get("trigger")
+        if value is None or trigger is None:
+            return value
+        if trigger == "until_caught_up":
+            raise ValueError(
+                "expected no idle_advance with trigger: until_caught_up (a bounded run ends with its end-of-input "
+                "flush; idle_advance is for live jobs)"
+            )
+        if value <= positive_duration(trigger):
+            raise ValueError(
+                f"expected a duration longer than the trigger ({trigger}): input arrives at most once a trigger, "
+                "so a shorter one would advance between micro-batches of input"
+            )
         return value
 
     @property

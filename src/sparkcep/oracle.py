@@ -42,6 +42,8 @@ from sparkcep.timeutil import EXPECTED_EVENT_TIME, format_duration, format_iso, 
 Record = dict[str, object]
 _V = TypeVar("_V", CompletionRule, InactivityRule)
 _T = TypeVar("_T")
+# What a rule stores of an event starts with (time ms, event id, crc32 of the line): the order of its events.
+_E = TypeVar("_E", bound=tuple[Any, ...])
 # One event stored by an aggregate rule: (time_ms, event_id, crc32(line), value, key values). The first three
 # items order the events; value is None for COUNT; key values are the group_by fields' JSON values.
 _Entry = tuple[int, str, int, Decimal | None, tuple[object, ...]]
@@ -72,9 +74,52 @@ _FUNCTION_WORDS = {"SUM": "sum", "AVG": "average", "MIN": "minimum", "MAX": "max
 @dataclass(frozen=True)
 class OracleResult:
     outputs: list[Record]  # complex events, sorted by (occurred_at ms, event_type, key value, event_id)
-    dead_letters: list[tuple[str, str]]  # (original line, reason), in input order
+    # (original line, reason): in input order, then the conflicting copies of events (see _Copies)
+    dead_letters: list[tuple[str, str]]
     accepted: int  # events used by at least one rule
     max_event_time: int | None  # largest event time among accepted events
+    duplicates_by_rule: dict[str, int] = field(default_factory=dict)  # copies of events a rule dropped
+
+
+class _Copies:
+    """Copies of an event: the same non-empty id at the same time, found per rule and key once every event is in.
+
+    Each rule keeps, per key, the first copy in (time, id, crc32 of the line) order; a later copy with the same
+    JSON value is a duplicate, one with another value a dead letter (``conflicting duplicate``). Lines are kept
+    for that, keyed by (time, id, crc32).
+    """
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.lines: dict[tuple[int, str, int], str] = {}
+        self.dead_letters: list[tuple[str, str]] = []
+        self.duplicates_by_rule: dict[str, int] = {}
+
+    def remember(self, event_time: int, event_id: str, tie_break: int, line: str) -> None:
+        if self.enabled and event_id:
+            self.lines[(event_time, event_id, tie_break)] = line
+
+    def first_copies(self, rule_id: str, events: list[_E]) -> list[_E]:
+        """``events`` of one rule and key, sorted, without the copies."""
+        if not self.enabled:
+            return events
+        kept: list[_E] = []
+        for event in events:
+            previous = kept[-1] if kept else None
+            if previous is None or not event[1] or (event[0], event[1]) != (previous[0], previous[1]):
+                kept.append(event)
+                continue
+            line = self.lines[(event[0], event[1], event[2])]
+            if json.loads(line) == json.loads(self.lines[(previous[0], previous[1], previous[2])]):
+                self.duplicates_by_rule[rule_id] = self.duplicates_by_rule.get(rule_id, 0) + 1
+            else:
+                reason = (
+                    f"rule {rule_id!r}: conflicting duplicate: event {event[1]!r} at {format_iso(event[0])} has "
+                    "the id and time of an earlier copy with other content (each rule keeps the first copy in "
+                    "(time, id, crc32 of the line) order)"
+                )
+                self.dead_letters.append((line, reason))
+        return kept
 
 
 def _is_str_or_int(value: object) -> bool:
@@ -316,12 +361,12 @@ class _Completion:
             verdict(process, end, inclusive=True)
         return found
 
-    def outputs(self, end: int | None) -> list[_Output]:
+    def outputs(self, end: int | None, copies: _Copies) -> list[_Output]:
         """Every key's complex events, the run ending at ``end``."""
         found: list[_Output] = []
         for key, process_events in self.events.items():
             process_events.sort(key=lambda event: (event[0], event[1], event[2]))
-            found.extend(self.replay(key, process_events, end))
+            found.extend(self.replay(key, copies.first_copies(self.rule_id, process_events), end))
         return found
 
 
@@ -384,12 +429,12 @@ class _Inactivity:
             offline_before(end, inclusive=True)
         return found
 
-    def outputs(self, end: int | None) -> list[_Output]:
+    def outputs(self, end: int | None, copies: _Copies) -> list[_Output]:
         """Every key's complex events, the run ending at ``end``."""
         found: list[_Output] = []
         for key, device_events in self.events.items():
             device_events.sort(key=lambda event: (event[0], event[1], event[2]))
-            found.extend(self.replay(key, device_events, end))
+            found.extend(self.replay(key, copies.first_copies(self.rule_id, device_events), end))
         return found
 
 
@@ -412,6 +457,7 @@ class _Aggregate:
 
     def __init__(self, versions: Iterable[AggregateRule]) -> None:
         self.versions = sorted(versions, key=lambda version: (version.effective_from_ms, version.version))
+        self.rule_id = self.versions[0].id
         self.starts = [version.effective_from_ms for version in self.versions]
         self.filters = {v.filter: compile_expression(v.filter) for v in self.versions if v.filter is not None}
         # A DELETE acts where it is the version in effect at its own time (not when a later version shares it).
@@ -447,11 +493,12 @@ class _Aggregate:
             self.stored.setdefault((version.group_by, key), []).append(entry)
         return in_run
 
-    def outputs(self, end: int | None) -> list[_Output]:
+    def outputs(self, end: int | None, copies: _Copies) -> list[_Output]:
         """Every stored event's alert, if its window fires (the end of the run changes nothing)."""
         found: list[_Output] = []
         for (_, key), entries in self.stored.items():
-            found.extend(_replay_aggregate(self, key, entries))
+            entries.sort(key=lambda entry: entry[:3])
+            found.extend(_replay_aggregate(self, key, copies.first_copies(self.rule_id, entries)))
         return found
 
 
@@ -630,6 +677,7 @@ def evaluate(
     that watermark passes are due)."""
     consumed = _consumed_types(rules)
     units = _units(rules)
+    copies = _Copies(rules.input.deduplicate)
     dead_letters: list[tuple[str, str]] = []
     accepted = 0
     max_event_time: int | None = None
@@ -647,6 +695,7 @@ def evaluate(
         event_time, event_type, event_id, obj = parsed
         max_read_time = _later(max_read_time, event_time)
         tie_break = zlib.crc32(line.encode("utf-8"))
+        copies.remember(event_time, event_id, tie_break, line)
         in_run = until is None or event_time <= until  # past the end of the run: ignored, not wrong
         used = False
         for unit in units:
@@ -662,14 +711,17 @@ def evaluate(
     if end is None:
         watermark = None if watermark_delay_ms is None or max_read_time is None else max_read_time - watermark_delay_ms
         end = _later(max_event_time, watermark)
-    return OracleResult(_replay(units, end), dead_letters, accepted, max_event_time)
+    outputs = _replay(units, end, copies)
+    dead_letters.extend(copies.dead_letters)
+    duplicates = dict(sorted(copies.duplicates_by_rule.items()))
+    return OracleResult(outputs, dead_letters, accepted, max_event_time, duplicates)
 
 
-def _replay(units: list[_Unit], end: int | None) -> list[Record]:
+def _replay(units: list[_Unit], end: int | None, copies: _Copies) -> list[Record]:
     """Every unit's complex events, each key's events in event-time order, the run ending at ``end``."""
     outputs: list[_Output] = []
     for unit in units:
-        outputs.extend(unit.outputs(end))
+        outputs.extend(unit.outputs(end, copies))
     outputs.sort(key=lambda item: item[0])
     return [record for _, record in outputs]
 
@@ -748,6 +800,7 @@ def main(argv: list[str] | None = None) -> int:
         "lines": lines_read,
         "accepted": result.accepted,
         "dead_letters": len(result.dead_letters),
+        "duplicates_by_rule": result.duplicates_by_rule,
         "outputs": len(result.outputs),
         "max_event_time": None if result.max_event_time is None else format_iso(result.max_event_time),
         "seconds": round(seconds, 3),

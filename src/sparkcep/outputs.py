@@ -96,6 +96,10 @@ class BatchMetrics:
     watermark: int | None = None  # the event-time watermark the batch ran with (None before the first)
     late_by_rule: dict[str, int] = field(default_factory=dict)  # late events per rule that would have used them
     dead_by_rule: dict[str, int] = field(default_factory=dict)  # dead letters per rule ("" = no rule: bad input)
+    # Copies of an event dropped (same id, time and content; see sparkcep.core.engine): once per grouping, and
+    # per rule that would have taken the copy.
+    duplicates: int = 0
+    duplicates_by_rule: dict[str, int] = field(default_factory=dict)
     written_at: float = 0.0  # wall-clock seconds when the batch's files were written
     python_s: float = 0.0  # summed over buckets: time inside the stateful processor's handlers
     collect_s: float = 0.0  # running the batch's plan and collecting its rows on the driver
@@ -112,6 +116,8 @@ class BatchMetrics:
         self.python_s += float(metric["python_s"])
         add_counts(self.late_by_rule, metric["late_by_rule"])
         add_counts(self.dead_by_rule, metric["dead_by_rule"])
+        self.duplicates += int(metric.get("duplicates", 0))
+        add_counts(self.duplicates_by_rule, metric.get("duplicates_by_rule", {}))
         mark = metric["watermark"]
         if mark is not None and (self.watermark is None or mark > self.watermark):
             self.watermark = int(mark)

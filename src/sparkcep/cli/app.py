@@ -23,7 +23,7 @@ from sparkcep.failures import (
     postgres_service,
 )
 from sparkcep.runlog import CommandLog, report
-from sparkcep.timeutil import parse_duration
+from sparkcep.timeutil import format_duration, parse_duration
 
 if TYPE_CHECKING:
     from sparkcep.config import PipelineConfig
@@ -250,8 +250,28 @@ def simulate(
     show_default=True,
     help="Event times further past the micro-batch's wall clock are dead letters ('off': no bound).",
 )
+@click.option(
+    "--idle-advance",
+    type=DURATION,
+    default=None,
+    help="Streaming only: after this much wall-clock time without input, event time moves with the wall clock, "
+    "so deadlines and offline timers fire (recorded in the checkpoint; see docs/semantics.md). Default: off.",
+)
 @click.option("--buckets", type=int, default=32, show_default=True, help="Spark grouping keys (fixed per checkpoint).")
 @click.option("--max-files-per-trigger", type=int, default=1, show_default=True, help="Bounds memory per batch.")
+@click.option(
+    "--aligned-backfill/--no-aligned-backfill",
+    default=None,
+    help="Advance every input file to one event-time horizon per micro-batch (files that overlap in event time "
+    "give no late events); default: on with --until-caught-up, off when streaming (whole files, oldest first).",
+)
+@click.option(
+    "--backfill-step",
+    type=DURATION,
+    default="10m",
+    show_default=True,
+    help="Aligned: the smallest event-time step per micro-batch (it grows while batches stay small).",
+)
 @click.option(
     "--state-page-keys",
     type=click.IntRange(1, MAX_PAGE_KEYS),
@@ -280,8 +300,11 @@ def run(
     trigger_interval: str,
     watermark_delay: int,
     max_time_ahead: int | None,
+    idle_advance: int | None,
     buckets: int,
     max_files_per_trigger: int,
+    aligned_backfill: bool | None,
+    backfill_step: int,
     state_page_keys: int,
     master: str,
     shuffle_partitions: int,
@@ -300,12 +323,17 @@ def run(
     if config_path is not None:
         if rules_path or rules_store or input_dir or output_dir or checkpoint_dir or alert_stores:
             raise click.UsageError("--config replaces --rules, --rules-store, --input, --output, --checkpoint")
+        if idle_advance is not None:
+            raise click.UsageError(
+                "--idle-advance: expected idle_advance in the pipeline file with --config, got the option"
+            )
         _run_config(config_path, until_caught_up, stop_after)
         return
     if (rules_path is None) == (rules_store is None):
         raise click.UsageError("give exactly one of --rules FILE and --rules-store SPEC")
     if input_dir is None or output_dir is None or checkpoint_dir is None:
         raise click.UsageError("give --input, --output and --checkpoint (or --config FILE)")
+    _check_idle_advance(idle_advance, until_caught_up, trigger_interval)
     where = Where(
         checkpoint=checkpoint_dir.resolve(),
         output=output_dir.resolve(),
@@ -320,7 +348,12 @@ def run(
         store = open_store(rules_store) if rules_store is not None else None
         input_dir.mkdir(parents=True, exist_ok=True)
         config = RunConfig(
-            source=FileSource(input_dir.resolve(), max_files_per_trigger),
+            source=FileSource(
+                input_dir.resolve(),
+                max_files_per_trigger,
+                aligned=until_caught_up if aligned_backfill is None else aligned_backfill,
+                step_ms=backfill_step,
+            ),
             output_dir=output_dir.resolve(),
             checkpoint_dir=checkpoint_dir.resolve(),
             watermark_delay_ms=watermark_delay,
@@ -329,6 +362,7 @@ def run(
             alert_stores=alert_stores,
             max_ahead_ms=max_time_ahead,
             state_page_keys=state_page_keys,
+            idle_advance_ms=idle_advance,
         )
         job = Job(config, rules, store, bounded=until_caught_up, stop_after_s=stop_after)
         _quiet(log)
@@ -383,6 +417,29 @@ def _interval(text: str) -> str:
     return f"{parse_duration(text)} milliseconds"
 
 
+def _check_idle_advance(idle_advance: int | None, until_caught_up: bool, trigger_interval: str) -> None:
+    if idle_advance is None:
+        return
+    shown = format_duration(idle_advance)
+    if until_caught_up:
+        raise click.UsageError(
+            f"--idle-advance: expected a streaming run (a bounded run ends with its end-of-input flush), "
+            f"got --idle-advance {shown} with --until-caught-up"
+        )
+    if idle_advance <= 0:
+        raise click.UsageError(f"--idle-advance: expected a positive duration, got {shown}")
+    try:
+        trigger = parse_duration(trigger_interval)
+    except SparkcepError:
+        return  # --trigger-interval reports its own error
+    if idle_advance <= trigger:
+        raise click.UsageError(
+            f"--idle-advance: expected a duration longer than --trigger-interval ({trigger_interval}): input "
+            f"arrives at most once a trigger, so a shorter one would advance between micro-batches of input; "
+            f"got {shown}"
+        )
+
+
 @main.command()
 @click.option("--rules", "rules_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
 @click.option("--input", "input_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), required=True)
@@ -395,8 +452,9 @@ def backtest(
 ) -> None:
     """Evaluate RULES over the history in INPUT with exactly the code path of `run`, and write the alerts.
 
-    The run uses a fresh checkpoint under OUTPUT/_backtest_checkpoint and ends like `run --until-caught-up`,
-    so on the same data and rule log it produces the same complex events as the live job.
+    The run uses a fresh checkpoint under OUTPUT/_backtest_checkpoint, reads the files aligned in event time
+    and ends like `run --until-caught-up`, so on the same data and rule log it produces the same complex events
+    as the live job (files that overlap in event time included).
     """
     import shutil
 
@@ -415,7 +473,7 @@ def backtest(
             raise click.ClickException(f"{output_dir} is not empty: a backtest writes into an empty directory")
         checkpoint = output_dir / "_backtest_checkpoint"
         config = RunConfig(
-            FileSource(input_dir.resolve(), max_files_per_trigger),
+            FileSource(input_dir.resolve(), max_files_per_trigger, aligned=True),  # all files at one event time
             output_dir,
             checkpoint,
             watermark_delay_ms=watermark_delay,

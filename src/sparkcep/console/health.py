@@ -112,6 +112,8 @@ def compute_health(
         for rule_id, count in metrics.dead_by_rule.items():
             if rule_id:  # "": bad input no rule is to blame for (not JSON, no time); in the totals only
                 counts(rule_id).dead_letters += count
+        for rule_id, count in metrics.duplicates_by_rule.items():
+            counts(rule_id).duplicates += count
     for rule_id, count in errors_by_rule.items():
         counts(rule_id).errors += count
     return Health(
@@ -124,6 +126,7 @@ def compute_health(
         state_keys=latest.state_keys if latest else 0,
         late=sum(m.late for m in batches),
         dead_letters=sum(m.dead for m in batches),
+        duplicates=sum(m.duplicates for m in batches),
         last_batch_at=format_iso(int(latest.written_at * 1000)) if latest else None,
         per_rule=dict(sorted(per_rule.items())),
         quarantined=list(quarantined),

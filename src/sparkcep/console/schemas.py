@@ -129,6 +129,7 @@ class RuleCounts(BaseModel):
     alerts: int = 0
     late: int = 0
     dead_letters: int = 0
+    duplicates: int = Field(default=0, description="copies of events the rule dropped (same id, time and content)")
     errors: int = 0
 
 
@@ -150,6 +151,7 @@ class Health(BaseModel):
     state_keys: int
     late: int
     dead_letters: int
+    duplicates: int = Field(description="copies of events dropped, once per grouping that dropped one")
     last_batch_at: str | None
     per_rule: dict[str, RuleCounts]
     quarantined: list[QuarantineInfo]

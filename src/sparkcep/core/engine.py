@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import orjson
+
 from sparkcep.core.logic import Record, State
 from sparkcep.core.program import Program
 from sparkcep.timeutil import format_iso
@@ -35,9 +37,9 @@ _SNAPSHOT_VERSION = 3
 # knows each field's own type, and module-level ints (not an enum or class attributes) so that a read costs about
 # what a literal index costs.
 
-# A buffered event: the decoded event (see sparkcep.core.program.Event) and its origin, the JSON text naming
-# where the input record came from (a Kafka record's topic, partition and offset; None for files).
-Buffered = tuple[int, str, int, str, tuple[tuple[int, Any], ...], str | None]
+# A buffered event: the decoded event (see sparkcep.core.program.Event), its origin, the JSON text naming
+# where the input record came from (a Kafka record's topic, partition and offset; None for files), and its line.
+Buffered = tuple[int, str, int, str, tuple[tuple[int, Any], ...], str | None, str]
 # Its fields. The first five are those of sparkcep.core.program.Event, in the same places, so they read a decoded
 # event too. The first three are the tie-break order (events sort as whole tuples): independent of how input was
 # split or shuffled.
@@ -47,6 +49,9 @@ EVENT_CRC: Final = 2  # crc32 of the line
 EVENT_TYPE: Final = 3
 EVENT_VALUES: Final = 4  # ((rule index, the value that rule extracted), ...)
 EVENT_ORIGIN: Final = 5
+# The input line, kept while the event is buffered so that a conflicting copy (see Engine._drop_copies) can be a
+# dead letter with its line. Events buffered by versions before it have no line: read it with event_line().
+EVENT_LINE: Final = 6
 _BUFFERED_FIELDS = EVENT_ORIGIN + 1  # snapshots before version 3 stored events without the origin
 
 # Per key, a list (updated in place): its buffered events, its rules' states and its wake-up.
@@ -59,6 +64,11 @@ KEY_WAKE: Final = 2  # int | None: the earliest buffered event or rule timer, No
 RULE_TIMER: Final = 0
 # A rule that raised for a key keeps this state there: no timer, and events skip it.
 QUARANTINED: State = (None, "quarantined")
+
+
+def event_line(event: Buffered) -> str | None:
+    """The line of a buffered event; None for an event buffered by a version that did not keep lines."""
+    return event[EVENT_LINE] if len(event) > EVENT_LINE else None
 
 
 def new_key_state(pending: list[Buffered], rules: dict[int, State], wake: int | None) -> KeyState:
@@ -126,6 +136,10 @@ class BatchResult:
     dead: list[tuple[str, str]] = field(default_factory=list)
     late_by_rule: dict[str, int] = field(default_factory=dict)
     dead_by_rule: dict[str, int] = field(default_factory=dict)
+    # Copies of an event (same id and time, same content) dropped, once per grouping that dropped one, and per
+    # rule that would have taken the copy.
+    duplicates: int = 0
+    duplicates_by_rule: dict[str, int] = field(default_factory=dict)
     rows: int = 0
     accepted: int = 0
     max_event_time: int | None = None
@@ -137,6 +151,8 @@ class BatchResult:
         self.dead.extend(other.dead)
         add_counts(self.late_by_rule, other.late_by_rule)
         add_counts(self.dead_by_rule, other.dead_by_rule)
+        self.duplicates += other.duplicates
+        add_counts(self.duplicates_by_rule, other.duplicates_by_rule)
         self.rows += other.rows
         self.accepted += other.accepted
         if other.max_event_time is not None and (
@@ -180,6 +196,21 @@ def add_counts(into: dict[str, int], counts: dict[str, int]) -> None:
         into[name] = into.get(name, 0) + count
 
 
+def _same_content(kept: Buffered, copy: Buffered) -> bool:
+    """Whether two buffered events with one id and time carry the same JSON value."""
+    if kept[EVENT_CRC] == copy[EVENT_CRC] and event_line(kept) == event_line(copy):
+        return True
+    kept_line, copy_line = event_line(kept), event_line(copy)
+    if kept_line is None or copy_line is None:  # buffered before lines were kept: what the rules read decides
+        return kept[EVENT_TYPE] == copy[EVENT_TYPE] and kept[EVENT_VALUES] == copy[EVENT_VALUES]
+    return bool(orjson.loads(kept_line) == orjson.loads(copy_line))
+
+
+def _described(event: Buffered) -> str:
+    """A stand-in line for an event buffered without its line."""
+    return orjson.dumps({"event_id": event[EVENT_ID], "time": format_iso(event[EVENT_TIME])}).decode()
+
+
 class Engine:
     """Evaluates a :class:`Program` over one bucket at a time. Holds no per-key data itself."""
 
@@ -187,6 +218,7 @@ class Engine:
         self.program = program
         self._logics = program.logics
         self._start_types = [logic.start_types for logic in program.logics]
+        self._deduplicate = program.rules.input.deduplicate
 
     def process(
         self,
@@ -245,8 +277,9 @@ class Engine:
                 continue
             if max_time is None or time > max_time:
                 max_time = time
-            # The event with its origin appended: EVENT_ORIGIN follows the decoded event's fields.
-            arrivals.append(((keyset, key), (*event, origins.get(line) if origins is not None else None)))
+            # The event with its origin and line appended: they follow the decoded event's fields.
+            origin = origins.get(line) if origins is not None else None
+            arrivals.append(((keyset, key), (*event, origin, line)))
         result.max_event_time = max_time
         return Admitted(result, arrivals)
 
@@ -268,26 +301,40 @@ class Engine:
                 if wake is None or time < wake:
                     key_state[KEY_WAKE] = time
         result = admitted.result
-        self.advance(state, upto, result.outputs, result.errors)
+        self.advance(state, upto, result.outputs, result.errors, result)
 
     def advance(
-        self, state: BucketState, watermark: int, out: list[Record], errors: list[Record] | None = None
+        self,
+        state: BucketState,
+        watermark: int,
+        out: list[Record],
+        errors: list[Record] | None = None,
+        result: BatchResult | None = None,
     ) -> None:
-        """Release every buffered event and timer at or before ``watermark``, in event-time order."""
+        """Release every buffered event and timer at or before ``watermark``, in event-time order.
+
+        ``result`` gets the copies dropped on the way (counts, and conflicting copies as dead letters)."""
         keys = state.keys
         due = [slot for slot, ks in keys.items() if ks[KEY_WAKE] is not None and ks[KEY_WAKE] <= watermark]
         # Key order only affects the order of records within one call; sort for reproducible output.
         due.sort()
         errors = [] if errors is None else errors
+        result = BatchResult() if result is None else result
         for slot in due:
             key_state = keys[slot]
             _keyset, key = slot
-            self._advance_key(key, key_state, watermark, out, errors)
+            self._advance_key(key, key_state, watermark, out, errors, result)
             if not key_state[KEY_PENDING] and not key_state[KEY_RULES]:
                 del keys[slot]
 
     def _advance_key(
-        self, key: str, key_state: KeyState, watermark: int, out: list[Record], errors: list[Record]
+        self,
+        key: str,
+        key_state: KeyState,
+        watermark: int,
+        out: list[Record],
+        errors: list[Record],
+        result: BatchResult,
     ) -> None:
         pending: list[Buffered] = key_state[KEY_PENDING]
         states: dict[int, State] = key_state[KEY_RULES]
@@ -300,6 +347,8 @@ class Engine:
                     break
             ready, pending = pending[:cut], pending[cut:]
             key_state[KEY_PENDING] = pending
+            if self._deduplicate and len(ready) > 1:
+                ready = self._drop_copies(ready, result)
             self._dispatch(key, states, ready, out, errors)
         if states:
             self._fire_timers(key, states, watermark, out, errors)
@@ -310,6 +359,50 @@ class Engine:
             if timer is not None and (wake is None or timer < wake):
                 wake = timer
         key_state[KEY_WAKE] = wake
+
+    def _drop_copies(self, ready: list[Buffered], result: BatchResult) -> list[Buffered]:
+        """``ready`` (sorted) without the copies of an event: the same non-empty id at the same time.
+
+        Every on-time copy of an event is released in the same call as the first: a copy arriving after the
+        release is behind the watermark, hence late (reported, never processed), so no memory of past ids is
+        needed. Each rule takes the first copy in the tie-break order (time, id, crc32 of the line) that it
+        takes at all; a later copy with the same content (the same JSON value, however written) counts as a
+        duplicate for that rule, one with other content is a dead letter for it, ``conflicting duplicate``.
+        """
+        kept: list[Buffered] = []
+        logics = self._logics
+        ident: tuple[int, str] | None = None  # (time, id) of the current run of copies
+        taken: dict[int, Buffered] = {}  # rule index -> the copy that rule took, in the current run
+        for event in ready:
+            if not event[EVENT_ID] or (event[EVENT_TIME], event[EVENT_ID]) != ident:
+                ident = (event[EVENT_TIME], event[EVENT_ID]) if event[EVENT_ID] else None
+                taken = {index: event for index, _value in event[EVENT_VALUES]}
+                kept.append(event)
+                continue
+            fresh: list[tuple[int, Any]] = []
+            duplicate = False
+            for index, value in event[EVENT_VALUES]:
+                first = taken.get(index)
+                if first is None:  # no earlier copy reached this rule: this one is its first
+                    taken[index] = event
+                    fresh.append((index, value))
+                    continue
+                rule_id = logics[index].rule_id
+                if _same_content(first, event):
+                    duplicate = True
+                    result.duplicates_by_rule[rule_id] = result.duplicates_by_rule.get(rule_id, 0) + 1
+                    continue
+                reason = (
+                    f"rule {rule_id!r}: conflicting duplicate: event {event[EVENT_ID]!r} at "
+                    f"{format_iso(event[EVENT_TIME])} has the id and time of an earlier copy with other content "
+                    "(each rule keeps the first copy in (time, id, crc32 of the line) order)"
+                )
+                result.dead.append((event_line(event) or _described(event), reason))
+                result.dead_by_rule[rule_id] = result.dead_by_rule.get(rule_id, 0) + 1
+            result.duplicates += duplicate
+            if fresh:
+                kept.append((*event[:EVENT_VALUES], tuple(fresh), *event[EVENT_VALUES + 1 :]))  # type: ignore[arg-type]
+        return kept
 
     def _dispatch(
         self, key: str, states: dict[int, State], ready: list[Buffered], out: list[Record], errors: list[Record]
@@ -324,7 +417,9 @@ class Engine:
         logics = self._logics
         start_types = self._start_types
         last = len(ready) - 1
-        for position, (time, event_id, _crc, event_type, values, origin) in enumerate(ready):
+        for position, event in enumerate(ready):
+            time, event_id, event_type = event[EVENT_TIME], event[EVENT_ID], event[EVENT_TYPE]
+            values, origin = event[EVENT_VALUES], event[EVENT_ORIGIN]
             for rule_state in states.values():  # the timer pass only when a timer is due (most often none is)
                 timer = rule_state[RULE_TIMER]
                 if timer is not None and timer < time:

@@ -72,6 +72,9 @@ class InputSpec(Frozen):
     # None: the input has no event type field (every event is of the one unnamed type "")
     type_field: str | None = Field(default="event_type", min_length=1)
     id_field: str = Field(default="event_id", min_length=1)
+    # Copies of an event (the same id and event time) count once; off for input whose ids are not unique.
+    # Events without an id are never copies of each other.
+    deduplicate: bool = True
 
 
 class _RegisteredTypes:

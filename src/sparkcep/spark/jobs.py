@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sparkcep.config import FilesSourceConfig, KafkaSourceConfig, PipelineConfig
+from sparkcep.config import Backfill, FilesSourceConfig, KafkaSourceConfig, PipelineConfig
 from sparkcep.io.files import FileSource
 from sparkcep.io.kafka.source import KafkaSource
 from sparkcep.io.sink import BatchWriter
@@ -56,7 +56,7 @@ def pipeline_job(
     """The job and Spark settings a pipeline file describes (``until_caught_up`` bounds it whatever its trigger)."""
     bounded = until_caught_up or config.until_caught_up
     run_config = RunConfig(
-        source=pipeline_source(config),
+        source=pipeline_source(config, bounded),
         output_dir=config.sinks.files,
         checkpoint_dir=config.checkpoint,
         watermark_delay_ms=config.watermark_delay_ms,
@@ -66,6 +66,7 @@ def pipeline_job(
         alert_stores=tuple(config.sinks.postgres),
         writers=pipeline_writers(config),
         state_page_keys=config.state_page_keys,
+        idle_advance_ms=None if bounded else config.idle_advance_ms,  # a bounded run ends with its flush
     )
     settings = SparkSettings(
         master=config.spark.master,
@@ -76,11 +77,13 @@ def pipeline_job(
     return Job(run_config, rules, store, bounded=bounded, stop_after_s=stop_after_s), settings
 
 
-def pipeline_source(config: PipelineConfig) -> Source:
-    """The source a pipeline file describes."""
+def pipeline_source(config: PipelineConfig, bounded: bool = False) -> Source:
+    """The source a pipeline file describes; files without a ``backfill`` are read aligned in a bounded run."""
     source = config.source
     if isinstance(source, FilesSourceConfig):
-        return FileSource(source.path, source.max_files_per_trigger)
+        backfill = source.backfill or Backfill(aligned=bounded)
+        return FileSource(source.path, source.max_files_per_trigger, aligned=backfill.aligned,
+                          step_ms=backfill.step_ms, target_records=backfill.target_records)  # fmt: skip
     return KafkaSource(kafka_reader_options(source), time_field_fallback=source.time_field_fallback)
 
 
@@ -92,6 +95,7 @@ def kafka_reader_options(source: KafkaSourceConfig) -> tuple[tuple[str, str], ..
         options["maxrecordsperbatch"] = str(source.max_records_per_batch)
     if source.backfill is not None and source.backfill.aligned:
         options["alignstepms"] = str(source.backfill.step_ms)
+        options["aligntargetrecords"] = str(source.backfill.target_records)
     if source.implementation == "spark-connector":
         options["implementation"] = "spark-connector"
     options.update({f"kafka.{name}": value for name, value in source.properties.items()})

@@ -108,6 +108,8 @@ def result_frame(
         "watermark": None if watermark == NO_WATERMARK else watermark,
         "late_by_rule": result.late_by_rule,
         "dead_by_rule": result.dead_by_rule,
+        "duplicates": result.duplicates,
+        "duplicates_by_rule": result.duplicates_by_rule,
         "keys": index.keys(),
         "buffered": index.buffered_events(),
         "state_bytes": index.stored_bytes(),

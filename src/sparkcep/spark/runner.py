@@ -12,21 +12,25 @@ import hashlib
 import json
 import signal
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from sparkcep.core.control import flush_record
+from sparkcep.core.engine import add_counts
+from sparkcep.core.idle import IdleClock
 from sparkcep.core.pages import DEFAULT_PAGE_KEYS
 from sparkcep.core.program import Program
 from sparkcep.errors import CheckpointMismatch, RunError
-from sparkcep.io.files import FileWriter
+from sparkcep.io.files import SPARK_READER, FileSource, FileWriter
 from sparkcep.io.sink import BatchWriter
 from sparkcep.io.source import Source
 from sparkcep.outputs import DEADLETTER_DIR, ERRORS_DIR, LATE_DIR, BatchMetrics, read_metrics, write_atomically
 from sparkcep.rules.model import RuleSet, rule_keys
 from sparkcep.spark.batches import BatchCollector
+from sparkcep.spark.idle import IdleAdvancer, known_watermark
 from sparkcep.spark.placement import balanced_bucket_keys, identity_bucket_keys
 from sparkcep.spark.query import QuerySpec, build_stream
 from sparkcep.spark.rulefeed import RuleFeed, report_unreadable
@@ -56,6 +60,9 @@ class RunConfig:
     # Most engine keys on one page of a bucket's state (sparkcep.core.pages): a batch reads and writes the pages
     # its events and due timers touch. May change between runs of one checkpoint (pages split as they are written).
     state_page_keys: int = DEFAULT_PAGE_KEYS
+    # Streaming runs: after this much wall-clock time without input, event time moves with the wall clock
+    # (an advance record in the control stream, see sparkcep.core.idle). None: off.
+    idle_advance_ms: int | None = None
 
 
 @dataclass
@@ -65,6 +72,9 @@ class RunSummary:
     accepted: int  # of those, rows that at least one rule could use (late ones included)
     late: int
     dead_letters: int
+    # Copies of events dropped (same id, time and content): once per grouping that dropped one, and per rule
+    duplicates: int
+    duplicates_by_rule: dict[str, int]
     rule_errors: int  # rules quarantined for a key after raising (records in _errors/)
     unreadable_rule_versions: int  # rule-store versions that cannot be read: their rules held paused (_errors/)
     outputs: dict[str, int]
@@ -98,6 +108,7 @@ class Pipeline:
         self.unreadable_rule_versions = 0  # store versions no validation accepts (their rules are held paused)
         self.replan_needed = False
         self.bucket_keys: tuple[int, ...] = ()  # set by _check_checkpoint
+        self.source: Source = config.source  # the file reader is the checkpoint's (set by _check_checkpoint)
         self._max_seen: int | None = None
         if rules is None:
             self._load_rules_from_store()
@@ -157,9 +168,12 @@ class Pipeline:
                         f"this run has {name}={value!r}; use a new checkpoint directory"
                     )
         self.bucket_keys = self._bucket_keys(stored, path.exists())
+        self.source = self._checkpoint_source(stored)
         self.control_dir.mkdir(parents=True, exist_ok=True)
         rules_hash = hashlib.sha256(self.rules.to_json().encode()).hexdigest()[:16]
         record = {**identity, "bucket_keys": list(self.bucket_keys), "rules_sha256": rules_hash}
+        if isinstance(self.source, FileSource):
+            record["file_reader"] = self.source.reader
         write_atomically(path, json.dumps(record, indent=1))
 
     def _bucket_keys(self, stored: dict[str, Any], resumed: bool) -> tuple[int, ...]:
@@ -174,6 +188,21 @@ class Pipeline:
         partitions = int(self.spark.conf.get("spark.sql.shuffle.partitions") or "200")
         return balanced_bucket_keys(self.config.buckets, partitions)
 
+    def _checkpoint_source(self, stored: dict[str, Any]) -> Source:
+        """The configured source, with files read by the reader the checkpoint was started with.
+
+        Spark refuses to resume a query whose source changed. A checkpoint whose query ran before sparkcep read
+        files itself (no ``file_reader`` recorded) keeps Spark's file source: modification-time order, no
+        alignment. A new checkpoint gets sparkcep's reader.
+        """
+        source = self.config.source
+        if not isinstance(source, FileSource):
+            return source
+        reader = stored.get("file_reader")
+        if reader is None and any((self._query_checkpoint / "offsets").glob("[0-9]*")):
+            reader = SPARK_READER
+        return replace(source, reader=reader or source.reader, max_ahead_ms=self.config.max_ahead_ms)
+
     # -- running ------------------------------------------------------------------------------------
 
     def start(self, available_now: bool, trigger_interval: str | None = None) -> StreamingQuery:
@@ -182,7 +211,7 @@ class Pipeline:
         self.replan_needed = False
         self._check_checkpoint()
         spec = QuerySpec(
-            source=self.config.source,
+            source=self.source,
             control_dir=str(self.control_dir),
             watermark_delay_ms=self.config.watermark_delay_ms,
             buckets=self.config.buckets,
@@ -262,6 +291,7 @@ class Pipeline:
         """Run with a processing-time trigger until SIGINT/SIGTERM (or ``stop_after_s``)."""
         started = time.monotonic()
         query = self.start(available_now=False)
+        idle = self.idle_advancer()
         stopping = False
 
         def stop(_signum: int, _frame: FrameType | None) -> None:
@@ -275,12 +305,24 @@ class Pipeline:
                     break
                 query.awaitTermination(1)
                 query = self.replan_if_needed(query)
+                if idle is not None and query.isActive:
+                    idle.tick(query)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             if query.isActive:
                 query.stop()
         return self.summary(time.monotonic() - started)
+
+    def idle_advancer(self) -> IdleAdvancer | None:
+        """What moves event time when input stops (``idle_advance_ms``; None when off), for a live query: the
+        run loop calls its ``tick`` about once a second. Its idle clock starts now."""
+        if self.config.idle_advance_ms is None:
+            return None
+        delay = self.config.watermark_delay_ms
+        watermark = known_watermark(read_metrics(self.metrics_dir), self.control_dir, delay)
+        clock = IdleClock(self.config.idle_advance_ms, delay, int(time.time() * 1000), watermark)
+        return IdleAdvancer(clock, self.control_dir, self.program.time_field)
 
     @property
     def _flushed_path(self) -> Path:
@@ -326,6 +368,8 @@ class Pipeline:
             accepted=sum(m.accepted for m in metrics),
             late=sum(m.late for m in metrics),
             dead_letters=sum(m.dead for m in metrics),
+            duplicates=sum(m.duplicates for m in metrics),
+            duplicates_by_rule=_summed(m.duplicates_by_rule for m in metrics),
             rule_errors=sum(m.errors for m in metrics),
             unreadable_rule_versions=self.unreadable_rule_versions,
             outputs=dict(sorted(outputs.items())),
@@ -341,3 +385,10 @@ class Pipeline:
                 "errors": str(out / ERRORS_DIR),
             },
         )
+
+
+def _summed(counts: Iterable[dict[str, int]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for batch in counts:
+        add_counts(total, batch)
+    return dict(sorted(total.items()))

@@ -1248,9 +1248,10 @@
         const trouble = errors > 0 || Number(m.dead_letters) > 0;
         return h('tr', {class: trouble ? 'has-trouble' : '', testid: 'health-rule', dataset: {ruleId: id}},
           h('td', {}, h('code', {}, id)), h('td', {}, fmtNumber(m.alerts)), h('td', {}, fmtNumber(m.late)),
-          h('td', {}, fmtNumber(m.dead_letters)), h('td', {}, fmtNumber(errors)));
+          h('td', {}, fmtNumber(m.dead_letters)), h('td', {}, fmtNumber(m.duplicates || 0)),
+          h('td', {}, fmtNumber(errors)));
       })
-      : [h('tr', {}, h('td', {colspan: '5', class: 'muted'}, 'no batch metrics yet'))]));
+      : [h('tr', {}, h('td', {colspan: '6', class: 'muted'}, 'no batch metrics yet'))]));
 
     const quarantined = Array.isArray(health.quarantined) ? health.quarantined : [];
     $('#quarantined-list').replaceChildren(...(quarantined.length

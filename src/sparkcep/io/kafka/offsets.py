@@ -7,7 +7,8 @@ Offsets are ``{"topic:partition": next offset to read}``. A batch reads ``[start
 - Aligned (event-time backfill): every partition stops at the first record whose timestamp reaches the same
   horizon, ``earliest waiting timestamp + step``. A partition far behind in event time is read first and the
   others wait for it, so the watermark (driven by the most advanced partition) never overtakes the records
-  still waiting in the slow one, and a batch holds at most ``step`` of event time from every partition.
+  still waiting in the slow one, and a batch holds at most ``step`` of event time from every partition. The
+  reader adapts the step from batch to batch (:mod:`sparkcep.io.alignment`): it grows while batches stay small.
 """
 
 from __future__ import annotations

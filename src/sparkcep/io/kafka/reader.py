@@ -9,7 +9,9 @@ re-run after a crash reads exactly the same records. Options (Spark lower-cases 
   with offsets-for-times; used only when the query has no checkpoint yet;
 - ``maxrecordsperbatch``: at most this many records per micro-batch, shared between partitions;
 - ``alignstepms``: event-time-aligned backfill (see :mod:`sparkcep.io.kafka.offsets`), needs record timestamps
-  that carry event time (producers' CreateTime);
+  that carry event time (producers' CreateTime); the step grows on its own while batches stay small
+  (:mod:`sparkcep.io.alignment`);
+- ``aligntargetrecords``: the records an aligned batch aims at when its step adapts (default 200,000);
 - ``timefield``: records whose JSON value lacks this field get it from the record timestamp (epoch ms);
 - ``kafka.<property>``: any librdkafka property; ``env:NAME`` values come from the environment.
 
@@ -26,6 +28,7 @@ import orjson
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
+from sparkcep.io.alignment import DEFAULT_TARGET_RECORDS, Planned, StepRule, adapted_step
 from sparkcep.io.kafka import client as kafka
 from sparkcep.io.kafka.offsets import aligned, capped, partition_name, split_name
 from sparkcep.timeutil import parse_event_time
@@ -44,6 +47,7 @@ class ReaderOptions:
     starting: str
     max_records: int | None
     align_step_ms: int | None
+    align_target: int
     time_field: str | None
     properties: dict[str, str]
 
@@ -55,12 +59,14 @@ class ReaderOptions:
         kafka.check_no_inline_secrets(properties, "Kafka source")
         cap = options.get("maxrecordsperbatch")
         step = options.get("alignstepms")
+        target = options.get("aligntargetrecords")
         return cls(
             bootstrap=options["bootstrap.servers"],
             topics=[t.strip() for t in options["topics"].split(",") if t.strip()],
             starting=options.get("startingoffsets", "earliest"),
             max_records=int(cap) if cap else None,
             align_step_ms=int(step) if step else None,
+            align_target=int(target) if target else DEFAULT_TARGET_RECORDS,
             time_field=options.get("timefield") or None,
             properties=properties,
         )
@@ -91,6 +97,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.options = options
         self._client: Any = None
         self._timestamps: dict[tuple[str, int], int] = {}
+        self._step = options.align_step_ms or 0  # the step the last aligned batch used
 
     def _consumer(self) -> Any:
         if self._client is None:
@@ -134,16 +141,29 @@ class KafkaStreamReader(DataSourceStreamReader):
             end[name] = high if name in start else low
         known = {name: start.get(name, offset) for name, offset in end.items()}
         if self.options.align_step_ms is not None:
-            end, _ = aligned(
-                known,
-                end,
-                self.options.align_step_ms,
-                self._timestamp_at,
-                lambda name, ms: kafka.offset_for_time(client, *split_name(name), ms, end[name]),
-            )
+            cap = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+            rule = StepRule(self.options.align_step_ms, self.options.align_target, cap)
+            end = self._aligned(client, known, end, rule)
         if isinstance(limit, ReadMaxRows):
             end = capped(known, end, limit.max_rows)
         return end
+
+    def _aligned(self, client: Any, known: dict[str, int], latest: dict[str, int], rule: StepRule) -> dict[str, int]:
+        """Aligned ends, with the step adapted to the records waiting (the cap, if any, as the ceiling)."""
+
+        def plan(step_ms: int) -> Planned[dict[str, int]]:
+            ends, _ = aligned(
+                known,
+                latest,
+                step_ms,
+                self._timestamp_at,
+                lambda name, ms: kafka.offset_for_time(client, *split_name(name), ms, latest[name]),
+            )
+            records = sum(ends[name] - known[name] for name in ends)
+            return Planned(ends, records, ends == latest)
+
+        planned, self._step = adapted_step(plan, self._step, rule)
+        return planned.ends
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[KafkaRange]:
         ranges = []

@@ -1,0 +1,286 @@
+"""Pure planning of file micro-batches: which files, and how far into each, a batch reads (no Spark).
+
+Offsets are ``{"v": 1, "files": {name: [position, size]}}``: per file of the directory, the byte position of the
+next line to read and the size the file had when it was first read. A file is read up to that size only (write
+files whole, or under a dot name and rename them, as for Spark's own file source); a name once read is never
+read again. A batch reads ``[position, end)`` of each file, always whole lines.
+
+- Order: files are taken oldest modification time first, equal times in name order, so copies made with
+  ``cp -p``, ``rsync -t`` or ``tar x`` are read the same way every time. Names starting with ``.`` or ``_`` are
+  not input (as for Spark and the oracle).
+- Whole files (the default): a batch reads at most ``max_files`` files, each to its end.
+- Aligned: every file advances to one event-time horizon (see :func:`aligned_ends`), as the Kafka backfill
+  advances partitions (:mod:`sparkcep.io.kafka.offsets`).
+
+Lines are split as Spark's text source splits them (and :func:`sparkcep.core.lines.read_lines`): at ``\\n``,
+``\\r`` and ``\\r\\n``, bytes kept as they are.
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import BinaryIO
+
+OFFSETS_VERSION = 1
+_BLOCK = 8 << 20  # bytes read at a time
+
+Positions = dict[str, int]
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A file of the directory as listed: its name, modification time (ns) and size."""
+
+    name: str
+    mtime_ns: int
+    size: int
+
+
+def is_input(name: str) -> bool:
+    """A name Spark's file source and the oracle read (hidden and ``_`` names are metadata, not input)."""
+    return not name.startswith((".", "_"))
+
+
+def reading_order(files: Iterable[Listed]) -> list[Listed]:
+    """Oldest modification time first; equal times in name order."""
+    return sorted(files, key=lambda f: (f.mtime_ns, f.name))
+
+
+# -- offsets --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FileOffsets:
+    """Per file read so far: (next position, size when first read)."""
+
+    files: Mapping[str, tuple[int, int]]
+
+    @classmethod
+    def empty(cls) -> FileOffsets:
+        return cls({})
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> FileOffsets:
+        version = data.get("v")
+        files = data.get("files")
+        if version != OFFSETS_VERSION or not isinstance(files, dict):
+            raise ValueError(
+                f"file source offsets: expected {{'v': {OFFSETS_VERSION}, 'files': {{name: [position, size]}}}}, "
+                f"got {dict(data)!r:.200}"
+            )
+        return cls({str(name): (int(pair[0]), int(pair[1])) for name, pair in files.items()})
+
+    def to_json(self) -> dict[str, object]:
+        # Sorted: Spark compares offsets as JSON text to know whether anything new came.
+        return {"v": OFFSETS_VERSION, "files": {name: list(self.files[name]) for name in sorted(self.files)}}
+
+    def position(self, name: str) -> int:
+        return self.files[name][0] if name in self.files else 0
+
+    def advanced(self, ends: Mapping[str, int], sizes: Mapping[str, int]) -> FileOffsets:
+        """These offsets with each file of ``ends`` moved to its end (a file not read yet joins with its size)."""
+        files = dict(self.files)
+        for name, end in ends.items():
+            size = files[name][1] if name in files else sizes[name]
+            if name in files or end > 0:
+                files[name] = (end, size)
+        return FileOffsets(files)
+
+
+def ranges(start: FileOffsets, end: FileOffsets) -> list[tuple[str, int, int]]:
+    """``(name, first byte, end byte)`` of every file a batch from ``start`` to ``end`` reads, in name order."""
+    found = []
+    for name in sorted(end.files):
+        first, stop = start.position(name), end.files[name][0]
+        if stop > first:
+            found.append((name, first, stop))
+    return found
+
+
+def waiting(start: FileOffsets, listed: Iterable[Listed]) -> list[Listed]:
+    """The listed files with lines not read yet, in reading order, each with the size it is read to."""
+    found = []
+    for file in listed:
+        if file.name in start.files:
+            position, size = start.files[file.name]
+            if position < size:
+                found.append(Listed(file.name, file.mtime_ns, size))
+        elif file.size > 0:
+            found.append(file)
+    return reading_order(found)
+
+
+def whole_files(files: Sequence[Listed], max_files: int | None) -> Positions:
+    """Ends of a batch that reads the first ``max_files`` of the waiting ``files`` (all: None) to their ends."""
+    chosen = files if max_files is None else files[:max_files]
+    return {file.name: file.size for file in chosen}
+
+
+def tasks(
+    spans: Sequence[tuple[str, int, int]], target_bytes: int, line_start: Callable[[str, int, int], int | None]
+) -> list[list[tuple[str, int, int]]]:
+    """A batch's ``(name, first, end)`` spans as Spark tasks of about ``target_bytes`` each: a long span is cut at
+    line starts, short ones share a task (as Spark's file source splits and packs files).
+
+    ``line_start(name, at, end)`` is the first line start at or after ``at`` and before ``end`` (None: none).
+    """
+    pieces: list[tuple[str, int, int]] = []
+    for name, first, stop in spans:
+        begin = first
+        while stop - begin > target_bytes + target_bytes // 2:
+            cut = line_start(name, begin + target_bytes, stop)
+            if cut is None:
+                break
+            pieces.append((name, begin, cut))
+            begin = cut
+        pieces.append((name, begin, stop))
+    grouped: list[list[tuple[str, int, int]]] = []
+    size = 0
+    for piece in pieces:
+        if not grouped or size >= target_bytes:
+            grouped.append([])
+            size = 0
+        grouped[-1].append(piece)
+        size += piece[2] - piece[1]
+    return grouped
+
+
+def next_line_start(handle: BinaryIO, at: int, end: int) -> int | None:
+    """The first position in ``[at, end)`` where a line starts (just after a ``\\n``), or None.
+
+    A cut after ``\\n`` never splits a ``\\r\\n``; a line that ends in a lone ``\\r`` simply stays with its
+    neighbours."""
+    position = max(at - 1, 0)
+    handle.seek(position)
+    while position < end - 1:
+        chunk = handle.read(min(1 << 16, end - 1 - position))
+        if not chunk:
+            return None
+        found = chunk.find(b"\n")
+        if found >= 0:
+            return position + found + 1
+        position += len(chunk)
+    return None
+
+
+# -- lines ------------------------------------------------------------------------------------------
+
+
+def _blocks(handle: BinaryIO, length: int) -> Iterator[bytes]:
+    """The next ``length`` bytes of ``handle`` in blocks that end after a ``\\n`` (the last may not): split apart,
+    they give the lines the whole would give, as a block cut after ``\\n`` never splits a ``\\r\\n``."""
+    left = length
+    carry = b""
+    while left > 0:
+        block = handle.read(min(_BLOCK, left))
+        if not block:
+            break
+        left -= len(block)
+        data = carry + block
+        cut = data.rfind(b"\n") + 1
+        if cut:
+            yield data[:cut]
+        carry = data[cut:]
+    if carry:
+        yield carry
+
+
+def line_pieces(handle: BinaryIO, length: int) -> Iterator[bytes]:
+    """The next ``length`` bytes of ``handle`` as lines, each with its line break (the last may have none)."""
+    for block in _blocks(handle, length):
+        yield from block.splitlines(keepends=True)
+
+
+def line_blocks(handle: BinaryIO, length: int) -> Iterator[list[bytes]]:
+    """The next ``length`` bytes of ``handle`` as lists of lines without their line breaks, a block at a time."""
+    for block in _blocks(handle, length):
+        yield block.splitlines()
+
+
+# -- event-time index and aligned planning ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TimeIndex:
+    """Where a file's running maximum of event time enters each step of event time.
+
+    Entry ``i``: from the line at byte ``positions[i]`` (line number ``line_numbers[i]``) on, the largest event
+    time read so far lies in step ``steps[i]`` (``time // granularity_ms``); ``steps`` increases strictly. Lines
+    whose time cannot be read (not JSON, no time field, not UTF-8, past the time-ahead bound) do not count.
+    One entry per step of event time at most, whatever the number of lines.
+    """
+
+    size: int
+    lines: int
+    granularity_ms: int
+    positions: Sequence[int]  # arrays of 8-byte integers: a year of 10-minute steps is about 1.2 MB a file
+    line_numbers: Sequence[int]
+    steps: Sequence[int]
+
+    def line_at(self, position: int) -> int:
+        """The line number at byte ``position`` (at an entry or the end; elsewhere the entry before it)."""
+        if position >= self.size:
+            return self.lines
+        i = bisect_right(self.positions, position) - 1
+        return self.line_numbers[i] if i >= 0 else 0
+
+    def waiting_step(self, position: int) -> int | None:
+        """The step of event time the lines from ``position`` on are held at (None: none of them has a time)."""
+        if not self.steps or position >= self.size:
+            return None
+        i = bisect_right(self.positions, position) - 1
+        return self.steps[max(i, 0)]
+
+    def end_for(self, position: int, horizon_step: int) -> int:
+        """Where a batch reading up to ``horizon_step`` stops: at the first line whose running maximum reaches it."""
+        j = bisect_left(self.steps, horizon_step)
+        return self.size if j == len(self.steps) else max(position, self.positions[j])
+
+
+def index_lines(pieces: Iterable[bytes], time_of: Callable[[bytes], int | None], granularity_ms: int) -> TimeIndex:
+    """The :class:`TimeIndex` of a file given as its lines with line breaks (see :func:`line_pieces`)."""
+    positions = array("q")
+    line_numbers = array("q")
+    steps = array("q")
+    top = -1
+    position = 0
+    line = 0
+    for piece in pieces:
+        time = time_of(piece)
+        if time is not None and time // granularity_ms > top:
+            top = time // granularity_ms
+            positions.append(position)
+            line_numbers.append(line)
+            steps.append(top)
+        position += len(piece)
+        line += 1
+    return TimeIndex(position, line, granularity_ms, positions, line_numbers, steps)
+
+
+def aligned_ends(
+    start: FileOffsets, files: Sequence[Listed], indexes: Mapping[str, TimeIndex], steps: int
+) -> tuple[Positions, int | None]:
+    """Ends of a batch that advances every waiting file to one horizon; returns them and the horizon in ms
+    (None: no waiting line has a time, every file is read to its end).
+
+    The horizon is ``steps`` steps (of the indexes' granularity) past the earliest step a waiting file is held at,
+    so it lies on a step boundary. Each file stops at its first line whose running maximum of event time reaches
+    the horizon. The file furthest behind always advances; others may wait. Within a file a line may be older
+    than one before it by up to the watermark delay: such a line waits with the larger time, and is read before
+    the watermark can pass it, because the watermark trails the batch's largest time by the delay.
+    """
+    held = {f.name: indexes[f.name].waiting_step(start.position(f.name)) for f in files}
+    timed = [step for step in held.values() if step is not None]
+    if not timed:
+        return {f.name: f.size for f in files}, None
+    horizon = min(timed) + steps
+    ends = {f.name: indexes[f.name].end_for(start.position(f.name), horizon) for f in files}
+    return ends, horizon * indexes[files[0].name].granularity_ms
+
+
+def lines_between(start: FileOffsets, ends: Mapping[str, int], indexes: Mapping[str, TimeIndex]) -> int:
+    """About how many lines a batch reads (exact where positions lie at index entries, as aligned ends do)."""
+    return sum(indexes[name].line_at(end) - indexes[name].line_at(start.position(name)) for name, end in ends.items())

@@ -1,0 +1,223 @@
+"""The files reader: a Spark streaming data source written with PySpark's Python Data Source API (``sparkcep_files``).
+
+Spark's own file source orders files by modification time only, so files with equal times (``cp -p``,
+``rsync -t``, ``tar x``, object-store syncs) are read in any order, and a directory of files that overlap in event
+time makes events late however it is ordered. This source reads in the order and the alignment that
+:mod:`sparkcep.io.file_plan` plans; offsets (per file: next byte, size when first read) live in Spark's
+checkpoint, so a re-run batch reads exactly the same lines. Options (Spark lower-cases their names):
+
+- ``path``: the directory (local); every regular file in it whose name does not start with ``.`` or ``_``;
+- ``maxfilespertrigger``: whole files, at most this many per micro-batch (without alignment);
+- ``alignstepms``: event-time-aligned reading, horizons this many ms apart at least (the step grows on its own
+  while batches stay small, see :mod:`sparkcep.io.alignment`); needs ``timefield``;
+- ``aligntargetrecords``: the lines a batch aims at when the step adapts (default 200,000);
+- ``timefield``: the rules' event-time field, read from each line to index a file's event times;
+- ``maxaheadms``: times further past the wall clock are dead letters: they do not hold a file back;
+- ``parallelism``: the cores a batch is shared by: files are cut at line starts into that many tasks or more.
+
+Rows: ``value``, a line's bytes as they are (routing reports a line that is not UTF-8 as a dead letter).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxFiles
+
+from sparkcep.io.alignment import DEFAULT_TARGET_RECORDS, Planned, StepRule, adapted_step
+from sparkcep.io.file_plan import (
+    FileOffsets,
+    Listed,
+    Positions,
+    TimeIndex,
+    aligned_ends,
+    index_lines,
+    is_input,
+    line_blocks,
+    line_pieces,
+    lines_between,
+    next_line_start,
+    ranges,
+    reading_order,
+    tasks,
+    waiting,
+    whole_files,
+)
+
+SOURCE_NAME = "sparkcep_files"
+SCHEMA = "value binary"
+_MIN_TASK_BYTES = 4 << 20  # Spark's file source: 4 MB (openCostInBytes) ...
+_MAX_TASK_BYTES = 128 << 20  # ... to 128 MB (maxPartitionBytes) a task, the batch shared by the cores
+_ROWS_PER_BATCH = 10_000  # lines per Arrow batch handed to Spark (its own default size for Python sources)
+
+
+def _positive(options: dict[str, str], name: str) -> int | None:
+    text = options.get(name)
+    if text is None or text == "":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"file source option {name!r}: expected a positive integer, got {text!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class ReaderOptions:
+    path: Path
+    max_files: int | None
+    align_step_ms: int | None
+    target_records: int
+    time_field: str | None
+    max_ahead_ms: int | None
+    parallelism: int = 2
+
+    @classmethod
+    def parse(cls, options: dict[str, str]) -> ReaderOptions:
+        if not options.get("path"):
+            raise ValueError("file source option 'path': expected the input directory, got nothing")
+        parsed = cls(
+            path=Path(options["path"]),
+            max_files=_positive(options, "maxfilespertrigger"),
+            align_step_ms=_positive(options, "alignstepms"),
+            target_records=_positive(options, "aligntargetrecords") or DEFAULT_TARGET_RECORDS,
+            time_field=options.get("timefield") or None,
+            max_ahead_ms=_positive(options, "maxaheadms"),
+            parallelism=_positive(options, "parallelism") or 2,
+        )
+        if parsed.align_step_ms is not None and parsed.time_field is None:
+            raise ValueError("file source option 'timefield': expected the event-time field (aligned), got nothing")
+        return parsed
+
+
+@dataclass(frozen=True)
+class FileRanges(InputPartition):
+    ranges: tuple[tuple[str, int, int], ...]  # (path, first byte, end byte)
+
+
+class FilesDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        return FilesStreamReader(ReaderOptions.parse(dict(self.options)))
+
+
+def list_directory(path: Path) -> list[Listed]:
+    """The input files of ``path`` in reading order."""
+    try:
+        entries = list(os.scandir(path))
+    except FileNotFoundError:
+        message = f"file source option 'path': expected a directory, got {str(path)!r} (not found)"
+        raise FileNotFoundError(message) from None
+    found = []
+    for entry in entries:
+        if is_input(entry.name) and entry.is_file():
+            stat = entry.stat()
+            found.append(Listed(entry.name, stat.st_mtime_ns, stat.st_size))
+    return reading_order(found)
+
+
+class FilesStreamReader(DataSourceStreamReader):
+    def __init__(self, options: ReaderOptions) -> None:
+        self.options = options
+        self._step = options.align_step_ms or 0  # the step the last aligned batch used
+        self._indexes: dict[str, TimeIndex] = {}
+
+    def initialOffset(self) -> dict[str, object]:
+        return FileOffsets.empty().to_json()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_files is None or self.options.align_step_ms is not None:
+            return ReadAllAvailable()
+        return ReadMaxFiles(self.options.max_files)
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, object]:
+        offsets = FileOffsets.from_json(start)
+        files = waiting(offsets, list_directory(self.options.path))
+        if self.options.align_step_ms is None:
+            ends = whole_files(files, limit.max_files if isinstance(limit, ReadMaxFiles) else None)
+        else:
+            ends = self._aligned(offsets, files, self.options.align_step_ms)
+        return offsets.advanced(ends, {file.name: file.size for file in files}).to_json()
+
+    def _aligned(self, offsets: FileOffsets, files: list[Listed], base_ms: int) -> Positions:
+        """Ends at one event-time horizon for every waiting file, the step adapted (sparkcep.io.alignment)."""
+        indexes = {file.name: self._index(file, base_ms) for file in files}
+        self._indexes = indexes  # those of files read to their ends are not needed again
+        if not files:
+            return {}
+
+        def plan(step_ms: int) -> Planned[Positions]:
+            ends, _ = aligned_ends(offsets, files, indexes, step_ms // base_ms)
+            complete = all(ends[file.name] >= file.size for file in files)
+            return Planned(ends, lines_between(offsets, ends, indexes), complete)
+
+        planned, self._step = adapted_step(plan, self._step, StepRule(base_ms, self.options.target_records))
+        return planned.ends
+
+    def _index(self, file: Listed, granularity_ms: int) -> TimeIndex:
+        """The file's event-time index up to the size it is read to, built once per query (a pass over it)."""
+        known = self._indexes.get(file.name)
+        if known is not None and known.size == file.size:
+            return known
+        from sparkcep.core.local import readable_time
+
+        field = self.options.time_field
+        assert field is not None
+        bound = None if self.options.max_ahead_ms is None else int(time.time() * 1000) + self.options.max_ahead_ms
+
+        def time_of(raw: bytes) -> int | None:
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+            found = readable_time(text, field)
+            return None if found is None or (bound is not None and found > bound) else found
+
+        with (self.options.path / file.name).open("rb") as handle:
+            index = index_lines(line_pieces(handle, file.size), time_of, granularity_ms)
+        self._indexes[file.name] = index
+        return index
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[FileRanges]:
+        spans = ranges(FileOffsets.from_json(start), FileOffsets.from_json(end))
+        total = sum(stop - first for _, first, stop in spans)
+        target = min(_MAX_TASK_BYTES, max(_MIN_TASK_BYTES, -(-total // self.options.parallelism)))
+
+        def line_start(name: str, at: int, stop: int) -> int | None:
+            with (self.options.path / name).open("rb") as handle:
+                return next_line_start(handle, at, stop)
+
+        return [
+            FileRanges(tuple((str(self.options.path / name), first, stop) for name, first, stop in task))
+            for task in tasks(spans, target, line_start)
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        assert isinstance(partition, FileRanges)
+        import pyarrow as pa
+
+        schema = pa.schema([pa.field("value", pa.binary())])
+        for path, first, stop in partition.ranges:
+            with open(path, "rb") as handle:
+                handle.seek(first)
+                for lines in line_blocks(handle, stop - first):
+                    for at in range(0, len(lines), _ROWS_PER_BATCH):
+                        values = pa.array(lines[at : at + _ROWS_PER_BATCH], pa.binary())
+                        yield pa.RecordBatch.from_arrays([values], schema=schema)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        pass  # offsets are Spark's checkpoint
