@@ -13,6 +13,8 @@
 4. With ``--compare-readers``: the cost of reading through sparkcep's reader instead of Spark's own file
    source, in one warm Spark session, alternating: the same events in 5 files of distinct times, whole files
    (the batches of both readers are then the same), and aligned.
+5. With ``--equal-times``: 60,000 transactions (seed 42) in 5 files all stamped with one modification time
+   (as ``cp -p`` or ``tar x`` leave them), the rules of ``examples/fraud.rules.json``, each reader once.
 
 Prints a Markdown table and writes ``results.json`` in the work directory.
 """
@@ -32,7 +34,7 @@ from run_bench import steady_rate
 from treerss import measure
 
 from sparkcep.outputs import canonical, read_all_outputs
-from sparkcep.simulate import generate_orders
+from sparkcep.simulate import generate_orders, generate_transactions
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "examples" / "orders.rules.json"
@@ -87,35 +89,48 @@ def run_engine(
     }
 
 
-def compare_readers(events: int, base: Path, rounds: int = 2) -> list[dict[str, Any]]:
-    """Seconds of bounded runs in one warm session: Spark's file source, sparkcep's reader, aligned."""
+def compare_readers(input_dir: Path, rules_path: Path, rounds: int, warm_up: bool) -> list[dict[str, Any]]:
+    """Bounded runs over ``input_dir`` in one Spark session: Spark's file source, sparkcep's reader, aligned."""
     import time
 
+    from sparkcep import oracle
     from sparkcep.io.files import FileSource
     from sparkcep.rules.model import load_rules
     from sparkcep.spark.runner import Pipeline, RunConfig
     from sparkcep.spark.session import SparkSettings, get_or_create_session
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    generate_orders(base / "readers" / "in", events, 42, 5)
-    rules = load_rules(RULES)
+    rules = load_rules(rules_path)
+    expected = canonical(oracle.evaluate_dir(rules, input_dir).outputs)
     spark = get_or_create_session(SparkSettings())
     sources = {
-        "Spark's file source": FileSource(base / "readers" / "in", reader="spark"),
-        "sparkcep's reader, whole files": FileSource(base / "readers" / "in"),
-        "sparkcep's reader, aligned": FileSource(base / "readers" / "in", aligned=True),
+        "Spark's file source": FileSource(input_dir, reader="spark"),
+        "sparkcep's reader, whole files": FileSource(input_dir),
+        "sparkcep's reader, aligned": FileSource(input_dir, aligned=True),
     }
     rows: list[dict[str, Any]] = []
-    for round_ in range(rounds + 1):  # round 0 warms the session up and is not reported
+    for round_ in range(0 if warm_up else 1, rounds + 1):  # round 0 warms the session up and is not reported
         for name, source in sources.items():
-            target = base / "readers" / f"run-{round_}-{len(rows)}"
+            target = input_dir.parent / f"run-{round_}-{len(rows)}"
+            shutil.rmtree(target, ignore_errors=True)
             started = time.monotonic()
             summary = Pipeline(spark, rules, RunConfig(source, target / "out", target / "ck")).run_until_caught_up()
             seconds = time.monotonic() - started
             if round_:
-                rows.append({"reader": name, "round": round_, "seconds": round(seconds, 1),
-                             "batches": summary.batches, "late": summary.late})  # fmt: skip
+                rows.append({"reader": name, "round": round_, "seconds": round(seconds, 1), "batches": summary.batches,
+                             "late": summary.late, "outputs": sum(summary.outputs.values()), "expected": len(expected),
+                             "same_as_oracle": read_all_outputs(target / "out") == expected})  # fmt: skip
     return rows
+
+
+def reader_table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| reader | round | seconds | batches | late | outputs (oracle) | same as oracle |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [f"| {r['reader']} | {r['round']} | {r['seconds']} | {r['batches']} | {r['late']:,} | {r['outputs']:,} "
+              f"({r['expected']:,}) | {'yes' if r['same_as_oracle'] else 'NO'} |" for r in rows]  # fmt: skip
+    return "\n".join(lines)
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -132,18 +147,10 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--events", type=int, default=1_000_000)
-    parser.add_argument("--files", type=int, default=20)
-    parser.add_argument("--workdir", type=Path, default=ROOT / "bench" / "out" / "files")
-    parser.add_argument("--runs", default="aligned,one-file-a-batch,one-batch")
-    parser.add_argument("--compare-readers", action="store_true")
-    args = parser.parse_args()
-    base: Path = args.workdir
-    shutil.rmtree(base, ignore_errors=True)
-    generate_orders(base / "gen", args.events, 42, 1)
-    lines = split_by_order(base / "gen", base / "input", args.files)
+def backfill_runs(base: Path, events: int, files: int, chosen: list[str]) -> list[dict[str, Any]]:
+    """The runs of step 2, and the oracle's row."""
+    generate_orders(base / "gen", events, 42, 1)
+    lines = split_by_order(base / "gen", base / "input", files)
     oracle_cmd = [sys.executable, "-m", "sparkcep.oracle", "--rules", str(RULES), "--input", str(base / "gen"),
                   "--output", str(base / "oracle.jsonl")]  # fmt: skip
     ref = measure(oracle_cmd)
@@ -156,24 +163,48 @@ def main() -> None:
         "one-file-a-batch": ("unaligned, one whole file a batch", ["--no-aligned-backfill"]),
         "one-batch": (
             "unaligned, every file in one batch",
-            ["--no-aligned-backfill", "--max-files-per-trigger", str(args.files)],
+            ["--no-aligned-backfill", "--max-files-per-trigger", str(files)],
         ),
     }
-    rows = [run_engine(key, *runs[key], base, lines, expected) for key in args.runs.split(",") if key]
+    rows = [run_engine(key, *runs[key], base, lines, expected) for key in chosen]
     rows.append({
         "run": "plain-Python oracle (1 process, one sorted file)", "flags": "", "events": lines, "batches": "-",
         "wall_s": round(ref.seconds, 1), "events_per_s_wall": round(lines / ref.seconds),
         "events_per_s_after_session_start": round(lines / ref.seconds), "events_per_s_steady": None, "late": 0,
         "peak_rss_mb": round(ref.peak_rss_mb), "outputs": len(expected), "same_as_oracle": True,
     })  # fmt: skip
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--files", type=int, default=20)
+    parser.add_argument("--workdir", type=Path, default=ROOT / "bench" / "out" / "files")
+    parser.add_argument("--runs", default="aligned,one-file-a-batch,one-batch")
+    parser.add_argument("--compare-readers", action="store_true")
+    parser.add_argument("--equal-times", action="store_true")
+    args = parser.parse_args()
+    base: Path = args.workdir
+    shutil.rmtree(base, ignore_errors=True)
+    chosen = [key for key in args.runs.split(",") if key]
+    rows = backfill_runs(base, args.events, args.files, chosen) if chosen else []
     if args.compare_readers:
-        readers = compare_readers(args.events, base)
+        generate_orders(base / "readers" / "in", args.events, 42, 5)
+        readers = compare_readers(base / "readers" / "in", RULES, rounds=2, warm_up=True)
         rows.extend(readers)
-        print("| reader | round | seconds | batches | late |\n|---|---|---|---|---|")
-        print("\n".join(f"| {r['reader']} | {r['round']} | {r['seconds']} | {r['batches']} | {r['late']} |"
-                        for r in readers))  # fmt: skip
+        print(reader_table(readers))
+    if args.equal_times:
+        sim = generate_transactions(base / "equal" / "in", 60_000, 42, 5)
+        for path in sim.files:
+            os.utime(path, (MTIME_BASE, MTIME_BASE))
+        equal = compare_readers(base / "equal" / "in", ROOT / "examples" / "fraud.rules.json", 1, warm_up=False)
+        rows.extend(equal)
+        print(reader_table(equal))
+    base.mkdir(parents=True, exist_ok=True)
     (base / "results.json").write_text(json.dumps(rows, indent=1))
-    print(table([r for r in rows if "run" in r]))
+    if chosen:
+        print(table([r for r in rows if "run" in r]))
 
 
 if __name__ == "__main__":
