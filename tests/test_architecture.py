@@ -121,8 +121,8 @@ def test_sources_and_sinks_never_reach_the_adapter_the_console_or_the_command_li
 def cli_importers(graph: Mapping[str, set[str]]) -> dict[str, list[str]]:
     """Modules outside the command line that import it, with what they import."""
 
-    def in_cli(name: str) -> bool:
-        return name == CLI or name.startswith(CLI + ".")
+    def in_cli(name: str) -> bool:  # the package's ``python -m sparkcep`` entry point is the command line too
+        return name in (CLI, "sparkcep.__main__") or name.startswith(CLI + ".")
 
     found = {
         module: sorted(target for target in targets if in_cli(target))

@@ -40,7 +40,7 @@ def write(tmp_path: Path, text: str) -> Path:
 def test_a_kafka_pipeline_file_becomes_source_options_and_absolute_paths(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, KAFKA))
     assert config.until_caught_up and config.watermark_delay_ms == 10_000
-    assert config.checkpoint == tmp_path / "ck" and config.sinks.files == tmp_path / "out"
+    assert config.checkpoint == str(tmp_path / "ck") and config.sinks.files == str(tmp_path / "out")
     assert isinstance(config.source, KafkaSourceConfig)
     source = pipeline_source(config)
     assert source.directory is None and config.input_dir is None
@@ -61,21 +61,22 @@ def test_a_kafka_pipeline_file_becomes_source_options_and_absolute_paths(tmp_pat
 def test_a_files_pipeline(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, "source: {type: files, path: in}\nrules: {file: r.json}\n"
                                           "sinks: {files: out}\ncheckpoint: ck\n"))  # fmt: skip
-    assert isinstance(config.source, FilesSourceConfig) and config.source.path == tmp_path / "in"
-    assert pipeline_source(config).directory == tmp_path / "in" == config.input_dir
+    assert isinstance(config.source, FilesSourceConfig) and config.source.path == str(tmp_path / "in")
+    assert pipeline_source(config).directory == tmp_path / "in" and config.input_dir == str(tmp_path / "in")
     assert config.rules.file == tmp_path / "r.json" and pipeline_writers(config) == () and config.trigger == "1s"
 
 
 def test_files_are_read_aligned_in_a_bounded_run_unless_the_pipeline_says_otherwise(tmp_path: Path) -> None:
     base = "rules: {file: r.json}\nsinks: {files: out}\ncheckpoint: ck\nsource: {type: files, path: in"
     plain = load_config(write(tmp_path, base + "}\n"))
-    assert pipeline_source(plain) == FileSource(tmp_path / "in")  # streaming: whole files, oldest first
+    assert pipeline_source(plain) == FileSource(str(tmp_path / "in"))  # streaming: whole files, oldest first
     bounded = pipeline_source(plain, bounded=True)
     assert isinstance(bounded, FileSource) and bounded.aligned and bounded.step_ms == 600_000
     told = load_config(write(tmp_path, base + ", backfill: {aligned: true, step: 1h, target_records: 5000}}\n"))
-    assert pipeline_source(told) == FileSource(tmp_path / "in", aligned=True, step_ms=3_600_000, target_records=5000)
+    wanted = FileSource(str(tmp_path / "in"), aligned=True, step_ms=3_600_000, target_records=5000)
+    assert pipeline_source(told) == wanted
     off = load_config(write(tmp_path, base + ", backfill: {aligned: false}}\n"))
-    assert pipeline_source(off, bounded=True) == FileSource(tmp_path / "in")
+    assert pipeline_source(off, bounded=True) == FileSource(str(tmp_path / "in"))
     with pytest.raises(ConfigError, match=r"field 'source.backfill.target_records': .*greater than or equal to 1"):
         load_config(write(tmp_path, base + ", backfill: {target_records: 0}}\n"))
 
@@ -130,3 +131,17 @@ def test_the_page_size_of_state_is_read_and_bounded(tmp_path: Path) -> None:
         with pytest.raises(ConfigError) as caught:
             load_config(write(tmp_path, base + f"state_page_keys: {wrong}\n"))
         assert "state_page_keys" in str(caught.value)
+
+
+def test_pipeline_directories_may_be_uris_and_relative_paths_follow_the_file(tmp_path: Path) -> None:
+    text = (
+        "rules: {file: r.json}\nsinks: {files: 's3a://bucket/jobs/out'}\ncheckpoint: 'file:///srv/ck'\n"
+        "source: {type: files, path: ../in}\n"
+    )
+    (tmp_path / "conf").mkdir()
+    config = load_config(write(tmp_path / "conf", text))
+    assert config.sinks.files == "s3a://bucket/jobs/out"  # a URI stays as written, for Spark and fsspec
+    assert config.checkpoint == "/srv/ck"  # a file URI is the local path
+    assert config.input_dir == str(tmp_path / "in")
+    assert config.local_dir(config.sinks.files) is None and config.local_dir(config.checkpoint) == Path("/srv/ck")
+    assert config.spark.shuffle_partitions is None  # a new checkpoint follows the cluster's parallelism

@@ -27,6 +27,7 @@ from sparkcep.console import ConsoleSettings, create_app
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
 from sparkcep.io.files import FileSource
+from sparkcep.io.storage import Location
 from sparkcep.outputs import BatchMetrics, key_text, read_metrics
 from sparkcep.rules.model import parse_rules
 from sparkcep.spark.runner import Pipeline, RunConfig
@@ -354,7 +355,7 @@ def drive_the_page(page: Page, base: str, feed_one: Callable[[], None], tmp_path
     check_screenshot(page, tmp_path / "console.png", test_ids, first)
 
 
-def late_and_dead_letters_per_rule(page: Page, input_dir: Path, fed: int, metrics_dir: Path) -> None:
+def late_and_dead_letters_per_rule(page: Page, input_dir: Path, fed: int, metrics_dir: Location) -> None:
     """An event behind the watermark and one without the grouping field reach the job: the page counts each
     against both rules (the late one is in effect time of both versions, so both would have used it)."""
 

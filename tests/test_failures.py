@@ -652,11 +652,11 @@ def test_run_into_an_unwritable_output_directory(orders_input: Path, tmp_path: P
     if as_nobody is None:  # root without user namespaces: a regular file in the way instead
         (tmp_path / "afile").write_text("")
         output = tmp_path / "afile" / "out"
-        expected = f"Error: cannot create {output}/ALL_PARCELS_SHIPPED (output directory): {tmp_path}/afile is a file"
+        expected = f"Error: cannot create {output}/.staging (output directory): {tmp_path}/afile is a file"
     else:
         output.mkdir()
         output.chmod(0o555)
-        expected = f"Error: permission denied: {output}/ALL_PARCELS_SHIPPED (output directory)"
+        expected = f"Error: permission denied: {output}/.staging (output directory)"
     done = _run_cli(_run_args(orders_input, output, tmp_path / "ck"), prefix=as_nobody)
     lines = _short_failure(done)
     assert lines[0].startswith(expected)

@@ -427,4 +427,4 @@ def test_a_bounded_run_and_a_backtest_read_files_aligned_by_default(
     assert result.exit_code == 0, result.output
     source = jobs[0].config.source
     assert isinstance(source, FileSource)
-    assert (source.aligned, source.step_ms, source.path) == (aligned, step_ms, tmp_path / "in")
+    assert (source.aligned, source.step_ms, source.path) == (aligned, step_ms, str(tmp_path / "in"))

@@ -90,6 +90,7 @@ _CLEAN_KEYS = {
 
 def _clean_outputs(result: BatchResult) -> list[str]:
     """The outputs on keys of clean events (a hostile line has a key of its own, or a broken one)."""
+
     def clean(record: dict[str, object]) -> bool:
         key = record.get("key", record)
         assert isinstance(key, dict)

@@ -24,7 +24,7 @@
     idle_advance: 1m                    # live jobs: event time moves with the wall clock after 1m without input
     buckets: 32
     state_page_keys: 64                 # most keys on one page of state (see docs/semantics.md)
-    spark: {master: "local[2]", shuffle_partitions: 2, conf: {spark.sql.session.timeZone: UTC}}
+    spark: {master: "local[2]", shuffle_partitions: 2, conf: {spark.sql.session.timeZone: UTC}}  # default: the cores
 
 Secrets never go in the file: Kafka properties that look secret must be ``env:VARIABLE`` (read where the
 client is created), PostgreSQL passwords come from ``PGPASSWORD`` or ``~/.pgpass``. Relative paths are relative
@@ -42,6 +42,7 @@ from sparkcep.core.pages import DEFAULT_PAGE_KEYS, MAX_PAGE_KEYS
 from sparkcep.errors import SparkcepError
 from sparkcep.io.alignment import DEFAULT_STEP_MS, DEFAULT_TARGET_RECORDS
 from sparkcep.io.kafka.client import KafkaError, check_no_inline_secrets
+from sparkcep.io.storage import local_path_of, location
 from sparkcep.rules.base import DurationMs
 from sparkcep.store import store_spec_relative_to
 from sparkcep.timeutil import DEFAULT_MAX_AHEAD_MS, positive_duration
@@ -77,7 +78,7 @@ class Backfill(_Strict):
 
 class FilesSourceConfig(_Strict):
     type: Literal["files"]
-    path: Path
+    path: str  # a path (relative to this file) or a URI (sparkcep.io.storage)
     max_files_per_trigger: int = Field(default=1, ge=1)
     # None: aligned in a bounded run (trigger until_caught_up or --until-caught-up), whole files when streaming
     backfill: Backfill | None = None
@@ -110,7 +111,7 @@ class KafkaSinkConfig(_Strict):
 
 
 class Sinks(_Strict):
-    files: Path
+    files: str  # a path (relative to this file) or a URI
     kafka: KafkaSinkConfig | None = None
     postgres: list[str] = Field(default_factory=list)
 
@@ -133,8 +134,8 @@ class Rules(_Strict):
 
 
 class SparkSettingsConfig(_Strict):
-    master: str = "local[2]"
-    shuffle_partitions: int = Field(default=2, ge=1)
+    master: str | None = None  # None: spark-submit's, else local[*]
+    shuffle_partitions: int | None = Field(default=None, ge=1)  # None: the cluster's parallelism
     driver_memory: str | None = None
     conf: dict[str, str] = Field(default_factory=dict)
 
@@ -143,7 +144,7 @@ class PipelineConfig(_Strict):
     source: Annotated[FilesSourceConfig | KafkaSourceConfig, Field(discriminator="type")]
     rules: Rules
     sinks: Sinks
-    checkpoint: Path
+    checkpoint: str  # a path (relative to this file) or a URI
     watermark_delay_ms: DurationMs = Field(default=5_000, alias="watermark_delay")
     # "off" (or null): no bound on how far past the wall clock an event time may lie
     max_time_ahead_ms: int | None = Field(default=DEFAULT_MAX_AHEAD_MS, alias="max_time_ahead")
@@ -192,13 +193,24 @@ class PipelineConfig(_Strict):
         return self.trigger == "until_caught_up"
 
     @property
-    def input_dir(self) -> Path | None:
-        """The directory a files source reads (None for Kafka)."""
+    def input_dir(self) -> str | None:
+        """The directory a files source reads, a path or a URI (None for Kafka)."""
         return self.source.path if isinstance(self.source, FilesSourceConfig) else None
+
+    def local_dir(self, place: str | None) -> Path | None:
+        """One of this file's directories as a local path (None: not given, or on a remote file system)."""
+        return None if place is None else local_path_of(place)
 
 
 def _resolve(base: Path, path: Path) -> Path:
     return path if path.is_absolute() else (base / path).resolve()
+
+
+def _resolve_place(base: Path, place: str) -> str:
+    """A directory of the pipeline file: a URI as it is, a path made absolute against the file's directory."""
+    if "://" in place or place.startswith("file:"):
+        return str(location(place)) if place.startswith("file:") else place
+    return str(_resolve(base, Path(place).expanduser()))
 
 
 def load_config(path: str | Path) -> PipelineConfig:
@@ -229,8 +241,8 @@ def load_config(path: str | Path) -> PipelineConfig:
         raise ConfigError(f"{path}, field 'rules': expected exactly one of 'file' and 'store', got {raw['rules']!r}")
     base = path.resolve().parent
     updates: dict[str, Any] = {
-        "checkpoint": _resolve(base, config.checkpoint),
-        "sinks": config.sinks.model_copy(update={"files": _resolve(base, config.sinks.files)}),
+        "checkpoint": _resolve_place(base, config.checkpoint),
+        "sinks": config.sinks.model_copy(update={"files": _resolve_place(base, config.sinks.files)}),
     }
     if config.rules.file is not None:
         updates["rules"] = Rules(file=_resolve(base, config.rules.file))
@@ -238,5 +250,5 @@ def load_config(path: str | Path) -> PipelineConfig:
         # A SQLite or JSON-file store named by a relative path lives next to the file, like its other paths.
         updates["rules"] = Rules(store=store_spec_relative_to(config.rules.store, base))
     if isinstance(config.source, FilesSourceConfig):
-        updates["source"] = config.source.model_copy(update={"path": _resolve(base, config.source.path)})
+        updates["source"] = config.source.model_copy(update={"path": _resolve_place(base, config.source.path)})
     return config.model_copy(update=updates)

@@ -12,11 +12,13 @@ a message without a traceback. The whole tree (``tests/test_errors.py`` keeps it
     ├── CheckpointMismatch    errors.py           a checkpoint was written with settings that differ from this run's
     ├── CheckpointIncomplete  errors.py           part of a checkpoint is gone: resuming would be wrong
     ├── RunError              errors.py           a bounded run's streaming query stopped or timed out before its end
+    ├── RescaleError          spark/rescale.py    a checkpoint cannot be rescaled as asked (target not empty, ...)
     ├── PatternError          cep/spec.py         a sequence pattern is invalid (names stage and field)
     ├── ExpressionError       expr/ast.py         a filter or condition expression cannot be parsed or evaluated
     ├── ConfigError           config.py           a pipeline file is invalid (names file and field)
     ├── KafkaError            io/kafka/client.py  Kafka cannot be reached or answers with an error
-    └── StoreError            store/records.py    a rule store cannot be used (unknown spec, unreadable, newer schema)
+    ├── StoreError            store/records.py    a rule store cannot be used (unknown spec, unreadable, newer schema)
+    └── StorageError          io/storage.py       a path or URI cannot be used (no file system for its scheme)
 
 Two exceptions stay inside their layer and never reach a caller: ``FieldProblem`` (core/logic.py: an input field a
 rule needs is missing or wrong, which becomes a dead letter) and ``ApiError`` (console/errors.py: an HTTP answer

@@ -14,6 +14,7 @@ Nothing here prints a secret: every text shown or logged goes through :func:`red
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -22,6 +23,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from sparkcep.errors import CheckpointIncomplete, EnvironmentProblem, RunError, SparkcepError
+from sparkcep.io.files import STAGING_DIR
+from sparkcep.io.storage import Location, location
 
 _FULL_BELOW_BYTES = 1 << 20  # a file system with less than this left counts as full
 _SECRET_ENV_WORDS = ("PASSWORD", "SECRET", "TOKEN", "KEY", "CREDENTIAL")
@@ -259,6 +262,10 @@ def _network(reason: str, where: Where) -> Diagnosis:
 def _named(path: str, where: Where) -> str:
     """``path``, with the role it plays in the command when it lies in a known directory."""
     clean = _strip_scheme(path)
+    # Spark's writer names its task's temporary directory under the staging area: the area is what matters.
+    staging = f"/{STAGING_DIR}/"
+    if staging in clean:
+        clean = clean[: clean.index(staging) + len(staging) - 1]
     role = where.role_of(Path(clean))
     return f"{clean} ({role})" if role else clean
 
@@ -692,7 +699,7 @@ def _secret_values() -> list[str]:
 # -- a checkpoint that lost a part -----------------------------------------------------------------------
 
 
-def check_checkpoint_complete(checkpoint: Path) -> None:
+def check_checkpoint_complete(checkpoint: str | Path | Location) -> None:
     """Refuse a checkpoint one of whose two parts is gone: Spark's ``query/`` (offsets, commits, state) or
     sparkcep's ``sparkcep/`` (run layout, batch metrics, end-of-input flush).
 
@@ -700,21 +707,31 @@ def check_checkpoint_complete(checkpoint: Path) -> None:
     old outputs (the late counts and the summary then come out wrong); without ``sparkcep/`` the run would lose
     its layout and flush state.
     """
+    checkpoint = location(checkpoint)
     query, own = checkpoint / "query", checkpoint / "sparkcep"
     recorded = _count(own / "metrics", "batch-*.json")
-    if recorded and not _count(query / "offsets", "[0-9]*"):
+    if recorded > _carried_batches(own) and not _count(query / "offsets", "[0-9]*"):
         raise CheckpointIncomplete(
             str(checkpoint), f"{own} records {recorded} micro-batches but Spark's offsets in {query} are gone"
         )
     committed = _count(query / "commits", "[0-9]*")
-    if committed and not (own / "run.json").is_file():
+    if committed and not (own / "run.json").exists():
         raise CheckpointIncomplete(
             str(checkpoint), f"Spark committed {committed} micro-batches in {query} but {own / 'run.json'} is gone"
         )
 
 
-def _count(directory: Path, pattern: str) -> int:
+def _carried_batches(own: Location) -> int:
+    """Batch metrics a rescale carried over from the old checkpoint (sparkcep.spark.rescale): Spark's offsets of
+    the new query begin with its first micro-batch."""
     try:
-        return sum(1 for _ in directory.glob(pattern))
+        return int(json.loads((own / "rescaled.json").read_text())["carried_batches"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+
+
+def _count(directory: Location, pattern: str) -> int:
+    try:
+        return len(directory.children(pattern))
     except OSError:
         return 0

@@ -10,7 +10,6 @@ a run's files through this module.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ import orjson
 
 from sparkcep.core.engine import add_counts
 from sparkcep.core.logic import Record
+from sparkcep.io.storage import Location, location
 from sparkcep.timeutil import format_iso, parse_event_time
 
 # What a row the stateful processor emits is (its ``kind`` column).
@@ -61,11 +61,9 @@ def record_time(record: dict[str, Any], default: int) -> int:
     return parse_event_time(occurred) if isinstance(occurred, str | int) else default
 
 
-def write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+def write_atomically(path: Path | Location, text: str) -> None:
+    """Write a whole file under a hidden name, then rename it: readers see the old file or the new one."""
+    location(path).write_atomically(text)
 
 
 @dataclass
@@ -102,8 +100,8 @@ class BatchMetrics:
     duplicates_by_rule: dict[str, int] = field(default_factory=dict)
     written_at: float = 0.0  # wall-clock seconds when the batch's files were written
     python_s: float = 0.0  # summed over buckets: time inside the stateful processor's handlers
-    collect_s: float = 0.0  # running the batch's plan and collecting its rows on the driver
-    write_s: float = 0.0
+    collect_s: float = 0.0  # running the batch's plan, its tasks writing the records to files
+    write_s: float = 0.0  # the driver's part: naming the files, driver-side sinks
 
     def add(self, metric: dict[str, Any]) -> None:
         for name in _METRIC_FIELDS:
@@ -116,6 +114,7 @@ class BatchMetrics:
         self.python_s += float(metric["python_s"])
         add_counts(self.late_by_rule, metric["late_by_rule"])
         add_counts(self.dead_by_rule, metric["dead_by_rule"])
+        add_counts(self.by_type, metric.get("by_type", {}))
         self.duplicates += int(metric.get("duplicates", 0))
         add_counts(self.duplicates_by_rule, metric.get("duplicates_by_rule", {}))
         mark = metric["watermark"]
@@ -134,8 +133,8 @@ class BatchMetrics:
         return max(times) if times else None
 
 
-# A late or dead-letter record keeps at most this much of its line. Every record of a micro-batch reaches the
-# driver: a file of ten thousand 1 MB junk lines once filled its heap, and the job hung there, run after run.
+# A late or dead-letter record keeps at most this much of its line: a file of ten thousand 1 MB junk lines once
+# filled the driver's heap (records went through it then) and still costs the tasks and the output that much.
 # The rest stays in the input; the record says how long the line was.
 RECORD_LINE_CHARS = 8_192
 
@@ -160,14 +159,9 @@ def dead_record(line: str, reason: str) -> Record:
     return {"reason": reason, **_line_fields(line)}
 
 
-def read_metrics(metrics_dir: Path) -> list[BatchMetrics]:
+def read_metrics(metrics_dir: Path | Location) -> list[BatchMetrics]:
     """All batch metrics of a checkpoint, in batch order."""
-    out: list[BatchMetrics] = []
-    if not metrics_dir.is_dir():
-        return out
-    for path in sorted(metrics_dir.glob("batch-*.json")):
-        out.append(BatchMetrics(**json.loads(path.read_text(encoding="utf-8"))))
-    return out
+    return [BatchMetrics(**json.loads(path.read_text())) for path in location(metrics_dir).children("batch-*.json")]
 
 
 def read_jsonl_dir(path: Path) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ import click
 
 from sparkcep.cli.console import console as console_command
 from sparkcep.cli.patterns import patterns as patterns_group
+from sparkcep.cli.rescale import rescale as rescale_command
 from sparkcep.cli.rules import rules as rules_group
 from sparkcep.core.pages import DEFAULT_PAGE_KEYS, MAX_PAGE_KEYS
 from sparkcep.errors import SparkcepError
@@ -22,6 +23,7 @@ from sparkcep.failures import (
     diagnose,
     postgres_service,
 )
+from sparkcep.io.storage import Location, location
 from sparkcep.runlog import CommandLog, report
 from sparkcep.timeutil import format_duration, parse_duration
 
@@ -108,6 +110,25 @@ class _Main(click.Group):
 def _command_log(ctx: click.Context) -> CommandLog:
     log = ctx.meta.get(_LOG_KEY)
     return log if isinstance(log, CommandLog) else CommandLog(ctx.invoked_subcommand or "sparkcep")
+
+
+_PLACE_HELP = "a path (relative to the working directory) or a URI: file:///..., hdfs://..., s3a://..."
+
+
+def _conf(pairs: tuple[str, ...]) -> dict[str, str]:
+    """``--conf KEY=VALUE`` options as Spark settings."""
+    conf = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--conf")
+        conf[key.strip()] = value
+    return conf
+
+
+def _local(place: Location) -> Path | None:
+    """Where logs and diagnoses can look: the local path of a local directory (none for a remote one)."""
+    return place.local_path if place.is_local else None
 
 
 def _remember(command: str, where: Where) -> CommandLog:
@@ -237,9 +258,9 @@ def simulate(
     help="A pipeline file (YAML): sources, rules, sinks, checkpoint, Spark settings. Replaces the other options "
     "but --until-caught-up and --stop-after.",
 )
-@click.option("--input", "input_dir", type=click.Path(file_okay=False, path_type=Path), default=None)
-@click.option("--output", "output_dir", type=click.Path(file_okay=False, path_type=Path), default=None)
-@click.option("--checkpoint", "checkpoint_dir", type=click.Path(file_okay=False, path_type=Path), default=None)
+@click.option("--input", "input_dir", default=None, help=f"Input directory: {_PLACE_HELP}")
+@click.option("--output", "output_dir", default=None, help=f"Output directory: {_PLACE_HELP}")
+@click.option("--checkpoint", "checkpoint_dir", default=None, help=f"Checkpoint directory: {_PLACE_HELP}")
 @click.option("--until-caught-up", is_flag=True, help="Process everything present, flush in event time, exit 0.")
 @click.option("--trigger-interval", default="1s", show_default=True, help="Micro-batch interval when streaming.")
 @click.option("--watermark-delay", type=DURATION, default="5s", show_default=True, help="Allowed out-of-orderness.")
@@ -279,8 +300,25 @@ def simulate(
     show_default=True,
     help="Most keys on one page of state: a micro-batch reads and writes only the pages it touches.",
 )
-@click.option("--master", default="local[2]", show_default=True, help="Spark master URL.")
-@click.option("--shuffle-partitions", type=int, default=2, show_default=True)
+@click.option(
+    "--master",
+    default=None,
+    help="Spark master URL (spark://host:7077, yarn, k8s://...); default: spark-submit's, else local[*].",
+)
+@click.option(
+    "--conf",
+    "spark_conf",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A Spark setting (spark.driver.memory=4g, spark.hadoop.fs.s3a...=...). Repeatable.",
+)
+@click.option(
+    "--shuffle-partitions",
+    type=click.IntRange(1),
+    default=None,
+    help="Partitions of a new checkpoint's state (default: the cluster's cores, spark.default.parallelism). "
+    "A checkpoint keeps its count: change it with 'sparkcep rescale'.",
+)
 @click.option("--stop-after", type=float, default=None, help="Streaming only: stop after this many seconds.")
 @click.option(
     "--alert-store",
@@ -293,9 +331,9 @@ def run(
     rules_path: Path | None,
     rules_store: str | None,
     config_path: Path | None,
-    input_dir: Path | None,
-    output_dir: Path | None,
-    checkpoint_dir: Path | None,
+    input_dir: str | None,
+    output_dir: str | None,
+    checkpoint_dir: str | None,
     until_caught_up: bool,
     trigger_interval: str,
     watermark_delay: int,
@@ -306,8 +344,9 @@ def run(
     aligned_backfill: bool | None,
     backfill_step: int,
     state_page_keys: int,
-    master: str,
-    shuffle_partitions: int,
+    master: str | None,
+    spark_conf: tuple[str, ...],
+    shuffle_partitions: int | None,
     stop_after: float | None,
     alert_stores: tuple[str, ...],
 ) -> None:
@@ -320,9 +359,15 @@ def run(
     from sparkcep.spark.session import SparkSettings
     from sparkcep.store import open_store
 
+    extra_conf = _conf(spark_conf)
     if config_path is not None:
         if rules_path or rules_store or input_dir or output_dir or checkpoint_dir or alert_stores:
             raise click.UsageError("--config replaces --rules, --rules-store, --input, --output, --checkpoint")
+        if master is not None or spark_conf or shuffle_partitions is not None:
+            raise click.UsageError(
+                "--master, --conf, --shuffle-partitions: expected them in the pipeline file's 'spark' section "
+                "with --config, got the options"
+            )
         if idle_advance is not None:
             raise click.UsageError(
                 "--idle-advance: expected idle_advance in the pipeline file with --config, got the option"
@@ -334,28 +379,32 @@ def run(
     if input_dir is None or output_dir is None or checkpoint_dir is None:
         raise click.UsageError("give --input, --output and --checkpoint (or --config FILE)")
     _check_idle_advance(idle_advance, until_caught_up, trigger_interval)
+    try:
+        checkpoint, output, inputs = location(checkpoint_dir), location(output_dir), location(input_dir)
+    except SparkcepError as exc:
+        raise click.ClickException(str(exc)) from exc
     where = Where(
-        checkpoint=checkpoint_dir.resolve(),
-        output=output_dir.resolve(),
-        input=input_dir.resolve(),
+        checkpoint=_local(checkpoint),
+        output=_local(output),
+        input=_local(inputs),
         services=_stores(rules_store, alert_stores),
         resumes=True,
     )
     log = _remember("run", where)
     try:
-        check_checkpoint_complete(where.checkpoint or checkpoint_dir)
+        check_checkpoint_complete(checkpoint)
         rules = load_rules(rules_path) if rules_path is not None else None
         store = open_store(rules_store) if rules_store is not None else None
-        input_dir.mkdir(parents=True, exist_ok=True)
+        inputs.mkdir()
         config = RunConfig(
             source=FileSource(
-                input_dir.resolve(),
+                str(inputs),
                 max_files_per_trigger,
                 aligned=until_caught_up if aligned_backfill is None else aligned_backfill,
                 step_ms=backfill_step,
             ),
-            output_dir=output_dir.resolve(),
-            checkpoint_dir=checkpoint_dir.resolve(),
+            output_dir=str(output),
+            checkpoint_dir=str(checkpoint),
             watermark_delay_ms=watermark_delay,
             buckets=buckets,
             trigger_interval=None if until_caught_up else _interval(trigger_interval),
@@ -366,7 +415,8 @@ def run(
         )
         job = Job(config, rules, store, bounded=until_caught_up, stop_after_s=stop_after)
         _quiet(log)
-        result = run_job(job, SparkSettings(master=master, shuffle_partitions=shuffle_partitions))
+        settings = SparkSettings(master=master, shuffle_partitions=shuffle_partitions, extra_conf=extra_conf)
+        result = run_job(job, settings)
     except SparkcepError as exc:
         raise click.ClickException(str(exc)) from exc
     _echo_json(result.to_json())
@@ -387,7 +437,7 @@ def _run_config(config_path: Path, until_caught_up: bool, stop_after: float | No
         _quiet(log)  # librdkafka (a Kafka sink) and the JVM print there from now on
         job, settings = pipeline_job(config, rules, store, until_caught_up, stop_after)
         if config.input_dir is not None:
-            config.input_dir.mkdir(parents=True, exist_ok=True)
+            location(config.input_dir).mkdir()
         result = run_job(job, settings)
     except SparkcepError as exc:
         raise click.ClickException(str(exc)) from exc
@@ -405,9 +455,9 @@ def _config_where(config: PipelineConfig) -> Where:
         services.append(Service("Kafka", "sink", config.sinks.kafka.bootstrap_servers))
     add_secret_variables([value.removeprefix("env:") for value in properties.values() if value.startswith("env:")])
     return Where(
-        checkpoint=config.checkpoint,
-        output=config.sinks.files,
-        input=config.input_dir,
+        checkpoint=config.local_dir(config.checkpoint),
+        output=config.local_dir(config.sinks.files),
+        input=config.local_dir(config.input_dir),
         services=tuple(services),
         resumes=True,
     )
@@ -442,13 +492,30 @@ def _check_idle_advance(idle_advance: int | None, until_caught_up: bool, trigger
 
 @main.command()
 @click.option("--rules", "rules_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
-@click.option("--input", "input_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), required=True)
-@click.option("--output", "output_dir", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--input", "input_dir", required=True, help=f"The history (an existing directory): {_PLACE_HELP}")
+@click.option("--output", "output_dir", required=True, help=f"Where the alerts go (new or empty): {_PLACE_HELP}")
 @click.option("--watermark-delay", type=DURATION, default="5s", show_default=True, help="Allowed out-of-orderness.")
 @click.option("--max-files-per-trigger", type=int, default=1, show_default=True, help="Bounds memory per batch.")
-@click.option("--master", default="local[2]", show_default=True, help="Spark master URL.")
+@click.option(
+    "--master",
+    default=None,
+    help="Spark master URL (spark://host:7077, yarn, k8s://...); default: spark-submit's, else local[*].",
+)
+@click.option(
+    "--conf",
+    "spark_conf",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A Spark setting (spark.driver.memory=4g, spark.hadoop.fs.s3a...=...). Repeatable.",
+)
 def backtest(
-    rules_path: Path, input_dir: Path, output_dir: Path, watermark_delay: int, max_files_per_trigger: int, master: str
+    rules_path: Path,
+    input_dir: str,
+    output_dir: str,
+    watermark_delay: int,
+    max_files_per_trigger: int,
+    master: str | None,
+    spark_conf: tuple[str, ...],
 ) -> None:
     """Evaluate RULES over the history in INPUT with exactly the code path of `run`, and write the alerts.
 
@@ -456,8 +523,6 @@ def backtest(
     and ends like `run --until-caught-up`, so on the same data and rule log it produces the same complex events
     as the live job (files that overlap in event time included).
     """
-    import shutil
-
     from sparkcep.io.files import FileSource
     from sparkcep.rules.model import load_rules
     from sparkcep.spark.jobs import Job, run_job
@@ -465,22 +530,27 @@ def backtest(
     from sparkcep.spark.session import SparkSettings
 
     # The throwaway checkpoint is not a place for logs: it is deleted when the backtest ends.
-    log = _remember("backtest", Where(output=output_dir.resolve(), input=input_dir.resolve()))
+    try:
+        output, inputs = location(output_dir), location(input_dir)
+    except SparkcepError as exc:
+        raise click.ClickException(str(exc)) from exc
+    log = _remember("backtest", Where(output=_local(output), input=_local(inputs)))
     try:
         rules = load_rules(rules_path)
-        output_dir = output_dir.resolve()
-        if output_dir.exists() and any(output_dir.iterdir()):
-            raise click.ClickException(f"{output_dir} is not empty: a backtest writes into an empty directory")
-        checkpoint = output_dir / "_backtest_checkpoint"
+        if not inputs.is_dir():
+            raise click.ClickException(f"--input: expected an existing directory, got {inputs} (not found)")
+        if output.children():
+            raise click.ClickException(f"{output} is not empty: a backtest writes into an empty directory")
+        checkpoint = output / "_backtest_checkpoint"
         config = RunConfig(
-            FileSource(input_dir.resolve(), max_files_per_trigger, aligned=True),  # all files at one event time
-            output_dir,
-            checkpoint,
+            FileSource(str(inputs), max_files_per_trigger, aligned=True),  # all files at one event time
+            str(output),
+            str(checkpoint),
             watermark_delay_ms=watermark_delay,
         )
         _quiet(log)
-        result = run_job(Job(config, rules), SparkSettings(master=master))
-        shutil.rmtree(checkpoint, ignore_errors=True)
+        result = run_job(Job(config, rules), SparkSettings(master=master, extra_conf=_conf(spark_conf)))
+        checkpoint.remove()
     except SparkcepError as exc:
         raise click.ClickException(str(exc)) from exc
     _echo_json(result.to_json())
@@ -490,6 +560,7 @@ def backtest(
 
 main.add_command(rules_group)
 main.add_command(patterns_group)
+main.add_command(rescale_command)
 main.add_command(console_command)
 
 

@@ -129,7 +129,7 @@ class FileAlertTail:
 
 
 class FileAlertSource:
-    """Alerts from OUTPUT/<event type>/part-<batch>.jsonl, as the job's file sink writes them."""
+    """Alerts from OUTPUT/<event type>/part-<batch>[-<task>].jsonl, as the job's file sink writes them."""
 
     def __init__(self, output_dir: Path) -> None:
         self.output_dir = output_dir

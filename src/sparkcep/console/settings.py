@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from sparkcep.config import load_config
+from sparkcep.config import ConfigError, PipelineConfig, load_config
 
 DEFAULT_WATERMARK_DELAY_MS = 5_000  # the default of `sparkcep run --watermark-delay`
 
@@ -36,16 +36,25 @@ class ConsoleSettings:
 def settings_from_config(path: str | Path, token: str) -> ConsoleSettings:
     """The sources a pipeline file (``sparkcep run --config``) names; its paths are already resolved."""
     config = load_config(path)
-    input_dir = config.input_dir
     return ConsoleSettings(
         token=token,
         store=config.rules.store,
-        output_dir=config.sinks.files,
-        checkpoint_dir=config.checkpoint,
-        input_dir=input_dir,
+        output_dir=_local(config, config.sinks.files, "sinks.files"),
+        checkpoint_dir=_local(config, config.checkpoint, "checkpoint"),
+        input_dir=config.local_dir(config.input_dir),
         alerts_url=config.sinks.postgres[0] if config.sinks.postgres else None,
         watermark_delay_ms=config.watermark_delay_ms,
     )
+
+
+def _local(config: PipelineConfig, place: str, field: str) -> Path:
+    found = config.local_dir(place)
+    if found is None:
+        raise ConfigError(
+            f"pipeline file, field {field!r}: expected a local directory for the console, got {place} (the console "
+            "reads local files only: run it where the directory is mounted, with --output/--checkpoint)"
+        )
+    return found
 
 
 def override(settings: ConsoleSettings, **given: object) -> ConsoleSettings:

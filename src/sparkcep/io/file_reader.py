@@ -13,14 +13,16 @@ checkpoint, so a re-run batch reads exactly the same lines. Options (Spark lower
 - ``aligntargetrecords``: the lines a batch aims at when the step adapts (default 200,000);
 - ``timefield``: the rules' event-time field, read from each line to index a file's event times;
 - ``maxaheadms``: times further past the wall clock are dead letters: they do not hold a file back;
-- ``parallelism``: the cores a batch is shared by: files are cut at line starts into that many tasks or more.
+- ``parallelism``: the cores a batch is shared by: files are cut at line starts into that many tasks or more;
+- ``startingoffsets``: offsets (JSON, as in the checkpoint) to start from instead of the beginning, used only when
+  the query has no checkpoint yet: a rescaled checkpoint goes on where the old one stopped (sparkcep.spark.rescale).
 
 Rows: ``value``, a line's bytes as they are (routing reports a line that is not UTF-8 as a dead letter).
 """
 
 from __future__ import annotations
 
-import os
+import json
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -49,6 +51,7 @@ from sparkcep.io.file_plan import (
     waiting,
     whole_files,
 )
+from sparkcep.io.storage import Location, location
 
 SOURCE_NAME = "sparkcep_files"
 SCHEMA = "value binary"
@@ -70,28 +73,44 @@ def _positive(options: dict[str, str], name: str) -> int | None:
     return value
 
 
+def _offsets(text: str | None) -> FileOffsets | None:
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        raise ValueError(
+            f"file source option 'startingoffsets': expected the reader's offsets as JSON, got {text!r:.200}"
+        )
+    return FileOffsets.from_json(data)
+
+
 @dataclass(frozen=True)
 class ReaderOptions:
-    path: Path
+    path: Location
     max_files: int | None
     align_step_ms: int | None
     target_records: int
     time_field: str | None
     max_ahead_ms: int | None
     parallelism: int = 2
+    starting: FileOffsets | None = None
 
     @classmethod
     def parse(cls, options: dict[str, str]) -> ReaderOptions:
         if not options.get("path"):
             raise ValueError("file source option 'path': expected the input directory, got nothing")
         parsed = cls(
-            path=Path(options["path"]),
+            path=location(options["path"]),
             max_files=_positive(options, "maxfilespertrigger"),
             align_step_ms=_positive(options, "alignstepms"),
             target_records=_positive(options, "aligntargetrecords") or DEFAULT_TARGET_RECORDS,
             time_field=options.get("timefield") or None,
             max_ahead_ms=_positive(options, "maxaheadms"),
             parallelism=_positive(options, "parallelism") or 2,
+            starting=_offsets(options.get("startingoffsets")),
         )
         if parsed.align_step_ms is not None and parsed.time_field is None:
             raise ValueError("file source option 'timefield': expected the event-time field (aligned), got nothing")
@@ -115,19 +134,14 @@ class FilesDataSource(DataSource):
         return FilesStreamReader(ReaderOptions.parse(dict(self.options)))
 
 
-def list_directory(path: Path) -> list[Listed]:
+def list_directory(path: Path | Location) -> list[Listed]:
     """The input files of ``path`` in reading order."""
     try:
-        entries = list(os.scandir(path))
+        entries = location(path).files()
     except FileNotFoundError:
         message = f"file source option 'path': expected a directory, got {str(path)!r} (not found)"
         raise FileNotFoundError(message) from None
-    found = []
-    for entry in entries:
-        if is_input(entry.name) and entry.is_file():
-            stat = entry.stat()
-            found.append(Listed(entry.name, stat.st_mtime_ns, stat.st_size))
-    return reading_order(found)
+    return reading_order([Listed(name, mtime_ns, size) for name, mtime_ns, size in entries if is_input(name)])
 
 
 class FilesStreamReader(DataSourceStreamReader):
@@ -137,7 +151,7 @@ class FilesStreamReader(DataSourceStreamReader):
         self._indexes: dict[str, TimeIndex] = {}
 
     def initialOffset(self) -> dict[str, object]:
-        return FileOffsets.empty().to_json()
+        return (self.options.starting or FileOffsets.empty()).to_json()
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_files is None or self.options.align_step_ms is not None:
@@ -187,7 +201,7 @@ class FilesStreamReader(DataSourceStreamReader):
             found = readable_time(text, field)
             return None if found is None or (bound is not None and found > bound) else found
 
-        with (self.options.path / file.name).open("rb") as handle:
+        with (self.options.path / file.name).open_read() as handle:
             index = index_lines(line_pieces(handle, file.size), time_of, granularity_ms)
         self._indexes[file.name] = index
         return index
@@ -198,7 +212,7 @@ class FilesStreamReader(DataSourceStreamReader):
         target = min(_MAX_TASK_BYTES, max(_MIN_TASK_BYTES, -(-total // self.options.parallelism)))
 
         def line_start(name: str, at: int, stop: int) -> int | None:
-            with (self.options.path / name).open("rb") as handle:
+            with (self.options.path / name).open_read() as handle:
                 return next_line_start(handle, at, stop)
 
         return [
@@ -212,7 +226,7 @@ class FilesStreamReader(DataSourceStreamReader):
 
         schema = pa.schema([pa.field("value", pa.binary())])
         for path, first, stop in partition.ranges:
-            with open(path, "rb") as handle:
+            with location(path).open_read() as handle:
                 handle.seek(first)
                 for lines in line_blocks(handle, stop - first):
                     for at in range(0, len(lines), _ROWS_PER_BATCH):

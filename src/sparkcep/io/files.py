@@ -3,20 +3,23 @@
 The source is read by sparkcep's reader (:mod:`sparkcep.io.file_reader`): files in a fixed order, whole or
 aligned in event time, planned in :mod:`sparkcep.io.file_plan`.
 
-The sink writes one file per output name and batch, ``OUTPUT/<name>/part-<batch id>.jsonl``. A file's name
-carries the batch id and its lines are sorted, so when Spark re-runs a batch after a crash (same offsets, same
-state version, deterministic engine) it rewrites the very same files: nothing is lost and nothing is duplicated.
-Files appear atomically (written under a temporary name, then renamed).
+The sink has the tasks that computed a batch write its records, one file per task and output name,
+``OUTPUT/<name>/part-<batch id>-<task>.jsonl``, so no record passes through the driver. A file's name carries
+the batch id and the task, and its lines are sorted, so when Spark re-runs a batch after a crash (same offsets,
+same state version, deterministic engine) it rewrites the very same files: nothing is lost and nothing is
+duplicated. Files appear atomically (written in a hidden staging area, then renamed).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
+from urllib.parse import unquote
 
 from sparkcep.io.alignment import DEFAULT_STEP_MS, DEFAULT_TARGET_RECORDS
-from sparkcep.outputs import KeyFields, Outputs, write_atomically
+from sparkcep.io.storage import Location, location
 from sparkcep.timeutil import DEFAULT_MAX_AHEAD_MS
 
 if TYPE_CHECKING:
@@ -43,7 +46,7 @@ class FileSource:
     (later ones are dead letters and do not hold a file back).
     """
 
-    path: Path
+    path: Path | str  # a local path or a URI (sparkcep.io.storage)
     max_files_per_trigger: int = 1
     aligned: bool = False
     step_ms: int = DEFAULT_STEP_MS
@@ -60,12 +63,13 @@ class FileSource:
             raise ValueError(f"file source option 'reader': expected 'sparkcep' or 'spark', got {self.reader!r}")
 
     @property
-    def directory(self) -> Path:
-        return self.path
+    def directory(self) -> Path | None:
+        place = location(self.path)
+        return place.local_path if place.is_local else None
 
     def reader_options(self, time_field: str) -> dict[str, str]:
         """The options of sparkcep's reader (see :mod:`sparkcep.io.file_reader`)."""
-        options = {"path": str(self.path), "timefield": time_field}
+        options = {"path": str(location(self.path)), "timefield": time_field}
         if self.aligned:
             options["alignstepms"] = str(self.step_ms)
             options["aligntargetrecords"] = str(self.target_records)
@@ -80,7 +84,8 @@ class FileSource:
 
         no_origin = F.lit(None).cast("string").alias("origin")  # a line's place says nothing a record needs
         if self.reader == SPARK_READER:
-            files = spark.readStream.option("maxFilesPerTrigger", self.max_files_per_trigger).text(str(self.path))
+            reader = spark.readStream.option("maxFilesPerTrigger", self.max_files_per_trigger)
+            files = reader.text(location(self.path).uri)
             return files.select("value", no_origin)
         from sparkcep.io.file_reader import SOURCE_NAME, FilesDataSource
 
@@ -99,19 +104,81 @@ def _parallelism(spark: SparkSession) -> int:
         return 2
 
 
-class FileWriter:
-    """Writes a batch's outputs under ``output_dir``, one file per output name."""
+# Under OUTPUT: each batch's files as Spark's tasks wrote them, before they get their names. Hidden (a dot),
+# so nothing that reads OUTPUT sees a batch before it is complete.
+STAGING_DIR = ".staging"
+METRICS_NAME = "_metric"  # the rows that carry a batch's metrics: staged, read by the driver, never published
+_PART = re.compile(r"part-(\d+)-")
 
-    def __init__(self, output_dir: Path) -> None:
-        self.output_dir = output_dir
+
+class FileSink:
+    """Writes a batch's outputs under ``output``: ``OUTPUT/<name>/part-<batch id>-<task>.jsonl``.
+
+    The tasks that computed a batch write its records (Spark's writer, through its Hadoop file system layer, so
+    any URI Spark reaches works), each task one file per output name, lines sorted by time and record. The
+    driver then renames the files to their place: a file's name carries the batch id and the task number, and
+    the engine is deterministic, so a batch Spark runs again after a crash rewrites the very same files.
+    """
+
+    def __init__(self, output: Location) -> None:
+        self.output = output
 
     def __repr__(self) -> str:
-        return f"FileWriter({str(self.output_dir)!r})"
+        return f"FileSink({self.output.uri!r})"
 
-    def write_batch(self, batch_id: int, outputs: Outputs, key_fields: KeyFields) -> int:
-        written = 0
-        for name, items in outputs.items():
-            text = "".join(payload + "\n" for _, payload in items)
-            write_atomically(self.output_dir / name / f"part-{batch_id:08d}.jsonl", text)
-            written += len(items)
-        return written
+    def stage(self, frame: DataFrame, batch_id: int) -> StagedBatch:
+        """Have the tasks write ``frame`` (``kind, name, time, payload`` rows) into this batch's staging area."""
+        staging = self.output / STAGING_DIR / f"batch-{batch_id:08d}"
+        (
+            frame.sortWithinPartitions("name", "time", "payload")
+            .select("name", "payload")
+            .write.mode("overwrite")
+            .option("maxRecordsPerFile", 0)  # one file per task and name: its number is the task's
+            .partitionBy("name")
+            .text(staging.uri)
+        )
+        return StagedBatch(staging, batch_id)
+
+
+@dataclass(frozen=True)
+class StagedBatch:
+    """A batch's files as the tasks wrote them: ``name=<output name>/part-<task>-<uuid>.c000.txt``."""
+
+    staging: Location
+    batch_id: int
+
+    def names(self) -> dict[str, list[Location]]:
+        """Output name -> its part files (Spark escapes a partition value as ``%XX``)."""
+        found: dict[str, list[Location]] = {}
+        for directory in self.staging.children("name=*"):
+            parts = [part for part in directory.children("part-*") if _PART.match(part.name)]
+            if parts:
+                found[unquote(directory.name.removeprefix("name="))] = parts
+        return found
+
+    def publish(self, output: Location) -> dict[str, list[Location]]:
+        """Move every output's files to ``OUTPUT/<name>/``; return the published files by name (metrics stay)."""
+        published: dict[str, list[Location]] = {}
+        for name, parts in self.names().items():
+            if name == METRICS_NAME:
+                continue
+            directory = output / name
+            directory.mkdir()
+            # A checkpoint that a version writing one file per batch left mid-batch: that batch now runs again.
+            (directory / f"part-{self.batch_id:08d}.jsonl").remove()
+            targets = []
+            for part in parts:
+                match = _PART.match(part.name)
+                assert match is not None
+                target = directory / f"part-{self.batch_id:08d}-{int(match.group(1)):05d}.jsonl"
+                part.replace(target)
+                targets.append(target)
+            published[name] = targets
+        return published
+
+    def lines(self, name: str) -> list[str]:
+        """The records of one staged output (for small ones: the metrics, rule errors)."""
+        return [line for part in self.names().get(name, []) for line in part.read_text().splitlines() if line]
+
+    def remove(self) -> None:
+        self.staging.remove()

@@ -72,6 +72,9 @@ class PostgresAlertStore:
     def _connection(self) -> AbstractContextManager[psycopg.Connection[Any]]:
         return connect(self.url, "alert store")
 
+    def wants(self, name: str) -> bool:
+        return not name.startswith("_")  # complex events only
+
     def write_batch(self, batch_id: int, outputs: Outputs, key_fields: KeyFields | None = None) -> int:
         """Upsert a batch's complex events (``_late``, ``_deadletter`` and ``_errors`` stay in files)."""
         from psycopg.types.json import Json

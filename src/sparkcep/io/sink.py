@@ -1,4 +1,10 @@
-"""What a sink is: a destination of every micro-batch's outputs."""
+"""What a sink on the driver is: a destination of every micro-batch's outputs.
+
+The files are written by Spark's tasks (:class:`sparkcep.io.files.FileSink`); a ``BatchWriter`` runs on the
+driver after them and receives the output types it ``wants``, read back from those files. The alert store and
+Kafka topics are such sinks: they take complex events (few per batch next to the input), and each keeps its
+idempotency per batch in one place (a transaction, a marker topic), which a write spread over tasks would not.
+"""
 
 from __future__ import annotations
 
@@ -15,5 +21,9 @@ class BatchWriter(Protocol):
     each rule's outputs, for the rules in effect now. A writer must be idempotent per ``batch_id``: Spark runs a
     batch again after a crash. Returns how many records it wrote.
     """
+
+    def wants(self, name: str) -> bool:
+        """Whether this sink takes the output called ``name`` (it receives only those)."""
+        ...
 
     def write_batch(self, batch_id: int, outputs: Outputs, key_fields: KeyFields) -> int: ...

@@ -1,29 +1,35 @@
-"""The ``foreachBatch`` target: collect a micro-batch's rows on the driver, hand its outputs to every sink, and
+"""The ``foreachBatch`` target: have the tasks write a micro-batch's outputs, hand them to the driver's sinks, and
 record the batch's metrics.
 
-Sinks (:mod:`sparkcep.io`) get the outputs in a fixed order, the files first; each is idempotent per batch id, so
-a batch Spark runs again after a crash rewrites the same results. The metrics file is written last: a batch
-counts as done only when every sink has its outputs.
+The records never pass through the driver on their way to files: the tasks that produced them write them
+(:class:`sparkcep.io.files.FileSink`), so a batch of a million dead letters costs the driver nothing. The driver
+reads back only what is small: the metrics rows (one per bucket) and rule errors. Sinks that live on the
+driver (the PostgreSQL alert store, Kafka topics) read the output types they want from the published files.
+
+Every sink is idempotent per batch id, so a batch Spark runs again after a crash rewrites the same results.
+The metrics file is written last: a batch counts as done only when every sink has its outputs.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections import defaultdict
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sparkcep.io.files import METRICS_NAME, FileSink
 from sparkcep.io.sink import BatchWriter
-from sparkcep.outputs import KIND_ERROR, KIND_METRIC, BatchMetrics, Outputs, write_atomically
+from sparkcep.io.storage import Location
+from sparkcep.outputs import ERRORS_DIR, LATE_DIR, BatchMetrics, Outputs
+from sparkcep.timeutil import parse_event_time
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 
 class BatchCollector:
-    """Writes each batch to ``writers`` in order and its metrics under ``metrics_dir``.
+    """Writes each batch's files under ``output``, then to ``writers`` in order, then its metrics under
+    ``metrics_dir``.
 
     ``after_batch`` runs on the driver once the batch is written (it polls the rule store); ``key_fields`` gives
     the fields that key each rule's outputs, for the rules in effect now (they change with a store).
@@ -31,11 +37,14 @@ class BatchCollector:
 
     def __init__(
         self,
+        output: Location,
         writers: tuple[BatchWriter, ...],
-        metrics_dir: Path,
+        metrics_dir: Location,
         after_batch: Callable[[BatchMetrics], None] | None = None,
         key_fields: Callable[[], Mapping[str, tuple[str, ...]]] = dict,
     ) -> None:
+        self.files = FileSink(output)
+        self.output = output
         self.writers = writers
         self.metrics_dir = metrics_dir
         self.after_batch = after_batch
@@ -43,31 +52,48 @@ class BatchCollector:
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         started = time.perf_counter()
-        # Arrow moves the batch's rows to the driver column by column, far cheaper than Row objects.
-        table = frame.toArrow()
-        collected = time.perf_counter()
-        outputs: Outputs = defaultdict(list)
+        staged = self.files.stage(frame, batch_id)
+        computed = time.perf_counter()
         metrics = BatchMetrics(batch_id)
-        columns = (table.column(name).to_pylist() for name in ("kind", "name", "time", "payload"))
-        for kind, name, at, payload in zip(*columns, strict=True):
-            if kind == KIND_METRIC:
-                metrics.add(json.loads(payload))
-            else:
-                if kind == KIND_ERROR:
-                    rule_id = str(json.loads(payload)["rule_id"])
-                    if rule_id not in metrics.failed_rules:
-                        metrics.failed_rules.append(rule_id)
-                outputs[name].append((at, payload))
-        for name, items in outputs.items():
-            items.sort()
-            if not name.startswith("_"):
-                metrics.by_type[name] = len(items)
-        fields = self.key_fields()
-        for writer in self.writers:
-            writer.write_batch(batch_id, outputs, fields)
-        metrics.collect_s = collected - started
-        metrics.write_s = time.perf_counter() - collected
+        for line in staged.lines(METRICS_NAME):
+            metrics.add(json.loads(line))
+        for line in staged.lines(ERRORS_DIR):
+            rule_id = str(json.loads(line)["rule_id"])
+            if rule_id not in metrics.failed_rules:
+                metrics.failed_rules.append(rule_id)
+        published = staged.publish(self.output)
+        if self.writers:
+            fields = self.key_fields()
+            for writer in self.writers:
+                writer.write_batch(batch_id, _read_outputs(published, writer.wants), fields)
+        staged.remove()
+        # The tasks compute the batch while they write it: "collect" is that, "write" the driver's part.
+        metrics.collect_s = computed - started
+        metrics.write_s = time.perf_counter() - computed
         metrics.written_at = time.time()
-        write_atomically(self.metrics_dir / f"batch-{batch_id:08d}.json", json.dumps(metrics.__dict__))
+        (self.metrics_dir / f"batch-{batch_id:08d}.json").write_atomically(json.dumps(metrics.__dict__))
         if self.after_batch is not None:
             self.after_batch(metrics)
+
+
+def _read_outputs(published: dict[str, list[Location]], wants: Callable[[str], bool]) -> Outputs:
+    """The records a driver-side sink wants, read back from the published files, as ``(time, record)`` items."""
+    outputs: Outputs = {}
+    for name, files in published.items():
+        if not wants(name):
+            continue
+        items = outputs.setdefault(name, [])
+        for file in files:
+            for payload in file.read_text().splitlines():
+                if payload:
+                    items.append((_item_time(name, payload), payload))
+        items.sort()
+    return outputs
+
+
+def _item_time(name: str, payload: str) -> int:
+    """The time a sink receives beside a record: a late record's event time, else 0 (a complex event carries
+    its own ``occurred_at``)."""
+    if name != LATE_DIR:
+        return 0
+    return parse_event_time(json.loads(payload)["event_time"])

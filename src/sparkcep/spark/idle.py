@@ -9,6 +9,7 @@ a record written but not yet read is read by the restarted query. Each advance i
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Iterable, Mapping
@@ -17,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from sparkcep.core.control import AdvanceRecord, advance_record
 from sparkcep.core.idle import BatchFacts, IdleClock
-from sparkcep.outputs import BatchMetrics, write_atomically
+from sparkcep.io.storage import Location, location
+from sparkcep.outputs import BatchMetrics
 from sparkcep.timeutil import parse_event_time
 
 if TYPE_CHECKING:
@@ -49,7 +51,7 @@ def facts_from_progress(progress: Mapping[str, Any], control_paths: Iterable[str
     )
 
 
-def known_watermark(metrics: Iterable[BatchMetrics], control_dir: Path, delay_ms: int) -> int | None:
+def known_watermark(metrics: Iterable[BatchMetrics], control_dir: Path | Location, delay_ms: int) -> int | None:
     """The last watermark a checkpoint's run reached or had on its way: from its batch metrics (the largest event
     time read, control records included, minus the delay) and the advance records written."""
     known: list[int] = []
@@ -64,10 +66,10 @@ def known_watermark(metrics: Iterable[BatchMetrics], control_dir: Path, delay_ms
     return max(positive) if positive else None
 
 
-def advance_times(control_dir: Path, delay_ms: int) -> list[int]:
+def advance_times(control_dir: Path | Location, delay_ms: int) -> list[int]:
     """The watermarks of the advance records in a control directory (from their file names)."""
     found = []
-    for path in control_dir.glob("advance-*.jsonl"):
+    for path in location(control_dir).children("advance-*.jsonl"):
         match = _ADVANCE_NAME.fullmatch(path.name)
         if match is not None:
             found.append(int(match.group(1)) - delay_ms)
@@ -77,12 +79,15 @@ def advance_times(control_dir: Path, delay_ms: int) -> list[int]:
 class IdleAdvancer:
     """Polled by the run loop (``tick``) while a live query runs; writes an advance record when one is due."""
 
-    def __init__(self, clock: IdleClock, control_dir: Path, time_field: str) -> None:
+    def __init__(self, clock: IdleClock, control_dir: Location, time_field: str) -> None:
         self.clock = clock
         self.control_dir = control_dir
         self.time_field = time_field
         # Spark names the directory as given or resolved (a symbolic link on the way): either marks the stream.
-        self._control_paths = tuple({str(control_dir.absolute()), str(control_dir.resolve())})
+        paths = {control_dir.path}
+        if control_dir.is_local:
+            paths.add(os.path.realpath(control_dir.path))
+        self._control_paths = tuple(paths)
 
     def tick(self, query: StreamingQuery, now_ms: int | None = None) -> AdvanceRecord | None:
         """Take the query's recent progress into the clock; write an advance if one is due now and return it."""
@@ -99,7 +104,7 @@ class IdleAdvancer:
         """No advance is on its way: a micro-batch has run with the watermark of the last one."""
         return self.clock.pending is None
 
-    def _write(self, advance: AdvanceRecord) -> Path:
+    def _write(self, advance: AdvanceRecord) -> Location:
         delay = self.clock.delay_ms
         stem = f"advance-{advance.watermark + delay}"
         path = self.control_dir / f"{stem}.jsonl"
@@ -107,5 +112,5 @@ class IdleAdvancer:
         while path.exists():  # Spark reads a file name once
             attempt += 1
             path = self.control_dir / f"{stem}-{attempt}.jsonl"
-        write_atomically(path, advance_record(self.time_field, advance, delay) + "\n")
+        path.write_atomically(advance_record(self.time_field, advance, delay) + "\n")
         return path

@@ -15,6 +15,7 @@ from sparkcep.io.files import FileSource
 from sparkcep.io.kafka.source import KafkaSource
 from sparkcep.io.sink import BatchWriter
 from sparkcep.io.source import Source
+from sparkcep.io.storage import location
 from sparkcep.rules.model import RuleSet
 from sparkcep.spark.runner import Pipeline, RunConfig, RunSummary
 from sparkcep.spark.session import SparkSettings, get_or_create_session
@@ -127,7 +128,5 @@ def run_job(job: Job, session: SparkSettings | SparkSession) -> JobResult:
     pipeline = Pipeline(spark, job.rules, job.config, store=job.store)
     summary = pipeline.run_until_caught_up() if job.bounded else pipeline.run_streaming(job.stop_after_s)
     result = JobResult(summary, result_started - started)
-    job.config.output_dir.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(result.to_json(), indent=2)
-    (job.config.output_dir / "_summary.json").write_text(text, encoding="utf-8")
+    (location(job.config.output_dir) / "_summary.json").write_atomically(json.dumps(result.to_json(), indent=2))
     return result

@@ -39,6 +39,8 @@ OUTPUT_SCHEMA = "kind string, name string, time long, payload string"
 STATE_SCHEMA = StructType([StructField("blob", BinaryType(), True)])
 PAGE_KEY_SCHEMA = StructType([StructField("page", LongType(), False)])
 PAGE_SCHEMA = StructType([StructField("blob", BinaryType(), True)])
+# The kinds of rows of a rescaled checkpoint's initial state (see EngineProcessor.handleInitialState).
+INITIAL_INDEX, INITIAL_PAGE, INITIAL_TIMER = 0, 1, 2
 # Reading more than this share of a bucket's pages goes through one iterator over all of them, which Spark
 # fetches in batches, instead of one call per page (see bench/README.md, "State in pages").
 BULK_READ_SHARE = 0.3
@@ -68,9 +70,12 @@ def result_frame(
     names: list[str] = []
     times: list[int] = []
     payloads: list[str] = []
+    by_type: dict[str, int] = {}
     for record in result.outputs:
         kinds.append(KIND_OUTPUT)
-        names.append(str(record["event_type"]))
+        name = str(record["event_type"])
+        by_type[name] = by_type.get(name, 0) + 1
+        names.append(name)
         times.append(0)
         payloads.append(orjson.dumps(record).decode())
     for line, keyset, key, event_time in result.late:
@@ -100,6 +105,7 @@ def result_frame(
         "late": len(result.late),
         "dead": len(result.dead),
         "outputs": len(result.outputs),
+        "by_type": by_type,  # the driver no longer sees the records: it counts them from here
         "errors": len(result.errors),
         "max_event_time": result.max_event_time,
         # The largest event time Spark read in these rows, whatever the rules made of them (skipped, late,
@@ -155,12 +161,20 @@ class EngineProcessor(StatefulProcessor):
     """Spark grouping key = bucket; state = the bucket's index and its pages; one timer per bucket."""
 
     def __init__(
-        self, rules_json: str, watermark_delay_ms: int, rules_seq: int = 0, page_limits: PageLimits | None = None
+        self,
+        rules_json: str,
+        watermark_delay_ms: int,
+        rules_seq: int = 0,
+        page_limits: PageLimits | None = None,
+        watermark_floor_ms: int | None = None,
     ) -> None:
         self._rules_json = rules_json
         self._rules_seq = rules_seq
         self._delay_ms = watermark_delay_ms
         self._limits = page_limits or PageLimits()
+        # A rescaled checkpoint's query starts without Spark's watermark: its first micro-batch judges lateness
+        # against the old query's, as a restart of the old query would (sparkcep.spark.rescale).
+        self._floor = NO_WATERMARK if watermark_floor_ms is None else watermark_floor_ms
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self._handle = handle
@@ -184,6 +198,21 @@ class EngineProcessor(StatefulProcessor):
             result = self._run(pairs, timerValues, None, safe_bound, origins, read_time)
         yield result
 
+    def handleInitialState(self, key: Any, initialState: Any, timerValues: TimerValues) -> None:
+        """A rescaled checkpoint's first micro-batch: the bucket's state and timers as the old query left them.
+
+        Rows (sparkcep.spark.rescale): ``kind`` 0 is the bucket's index, 1 a page (``number`` its id), 2 a timer
+        (``number`` its time). Spark calls this before the batch's input of the bucket, and only in batch 0.
+        """
+        columns = (initialState["kind"], initialState["number"], initialState["blob"])
+        for kind, number, blob in zip(*columns, strict=True):
+            if kind == INITIAL_INDEX:
+                self._state.update((bytes(blob),))
+            elif kind == INITIAL_PAGE:
+                self._pages.write(int(number), bytes(blob))
+            else:
+                self._handle.registerTimer(int(number))
+
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[Any]:
@@ -206,7 +235,7 @@ class EngineProcessor(StatefulProcessor):
         started = time.perf_counter()
         spark_watermark = timer_values.getCurrentWatermarkInMs()
         # Spark reports 0 until the first watermark exists.
-        watermark = spark_watermark if spark_watermark > 0 else NO_WATERMARK
+        watermark = max(spark_watermark if spark_watermark > 0 else NO_WATERMARK, self._floor)
         stored = self._state.get()
         bucket = open_bucket(stored[0] if stored is not None else None, self._pages, self._limits)
         index = bucket.index

@@ -34,7 +34,7 @@ from sparkcep.timeutil import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, GroupedData, SparkSession
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,10 @@ class QuerySpec:
     # Event times more than this past the micro-batch's wall clock are dead letters (None: no bound).
     max_ahead_ms: int | None = None
     page_keys: int = DEFAULT_PAGE_KEYS  # most engine keys on one page of a bucket's state
+    # A rescaled checkpoint's first start (sparkcep.spark.rescale): the old query's state, grouped by the new
+    # bucket keys, and its watermark, which the new query does not have yet.
+    initial_state: GroupedData | None = None
+    watermark_floor_ms: int | None = None
 
 
 def _anchored(pattern: str) -> str:
@@ -282,6 +286,12 @@ def build_stream(spark: SparkSession, program: Program, spec: QuerySpec) -> Data
     # processor know how far the next watermark is sure to move (see Engine.process).
     stripped = with_watermark.select("bucket", "keysets", "lines", "origins", "ts_ms")
     processor = EngineProcessor(
-        program.rules.to_json(), spec.watermark_delay_ms, spec.rules_seq, PageLimits(keys=spec.page_keys)
+        program.rules.to_json(),
+        spec.watermark_delay_ms,
+        spec.rules_seq,
+        PageLimits(keys=spec.page_keys),
+        spec.watermark_floor_ms,
     )
-    return stripped.groupBy("bucket").transformWithStateInPandas(processor, OUTPUT_SCHEMA, "Append", "EventTime")
+    return stripped.groupBy("bucket").transformWithStateInPandas(
+        processor, OUTPUT_SCHEMA, "Append", "EventTime", initialState=spec.initial_state
+    )

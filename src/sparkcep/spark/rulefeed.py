@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
 from sparkcep.core.control import rules_record
 from sparkcep.core.program import Program
+from sparkcep.io.storage import Location
 from sparkcep.outputs import write_atomically
 from sparkcep.rules.model import RuleSet
 from sparkcep.store import RuleStore
@@ -30,7 +30,7 @@ class RuleLog:
 class RuleFeed:
     """Polls a store and writes rule-log control records; remembers what it delivered."""
 
-    def __init__(self, store: RuleStore, control_dir: Path, buckets: int) -> None:
+    def __init__(self, store: RuleStore, control_dir: Location, buckets: int) -> None:
         self.store = store
         self.control_dir = control_dir
         self.buckets = buckets
@@ -75,7 +75,7 @@ class RuleFeed:
 UNREADABLE_FILE = "unreadable-rule-versions.jsonl"
 
 
-def report_unreadable(store: RuleStore, errors_dir: Path) -> int:
+def report_unreadable(store: RuleStore, errors_dir: Location) -> int:
     """Write the store's unreadable versions (each holds its rule paused) to ``ERRORS/unreadable-rule-versions.jsonl``,
     replacing the file (it lists what is unreadable now: a repaired rule drops out); return how many there are."""
     unreadable = store.unreadable()

@@ -24,15 +24,17 @@ from sparkcep.core.idle import IdleClock
 from sparkcep.core.pages import DEFAULT_PAGE_KEYS
 from sparkcep.core.program import Program
 from sparkcep.errors import CheckpointMismatch, RunError
-from sparkcep.io.files import SPARK_READER, FileSource, FileWriter
+from sparkcep.io.files import SPARK_READER, FileSource
 from sparkcep.io.sink import BatchWriter
 from sparkcep.io.source import Source
-from sparkcep.outputs import DEADLETTER_DIR, ERRORS_DIR, LATE_DIR, BatchMetrics, read_metrics, write_atomically
+from sparkcep.io.storage import Location, location
+from sparkcep.outputs import DEADLETTER_DIR, ERRORS_DIR, LATE_DIR, BatchMetrics, read_metrics
 from sparkcep.rules.model import RuleSet, rule_keys
 from sparkcep.spark.batches import BatchCollector
 from sparkcep.spark.idle import IdleAdvancer, known_watermark
 from sparkcep.spark.placement import balanced_bucket_keys, identity_bucket_keys
 from sparkcep.spark.query import QuerySpec, build_stream
+from sparkcep.spark.rescale import query_start
 from sparkcep.spark.rulefeed import RuleFeed, report_unreadable
 from sparkcep.store import RuleStore
 from sparkcep.store.quarantine import quarantine
@@ -46,8 +48,10 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class RunConfig:
     source: Source  # the input: sparkcep.io.files.FileSource or sparkcep.io.kafka.source.KafkaSource
-    output_dir: Path  # the file sink's directory, always written (the summary and the console read it)
-    checkpoint_dir: Path
+    # The file sink's directory, always written (the summary and the console read it), and the checkpoint: paths
+    # or URIs of any file system Spark and fsspec reach (sparkcep.io.storage).
+    output_dir: Path | str
+    checkpoint_dir: Path | str
     watermark_delay_ms: int = 5_000
     buckets: int = 32
     trigger_interval: str | None = None  # None: process what is there and stop (bounded run)
@@ -99,10 +103,12 @@ class Pipeline:
             raise ValueError("give either a rule set or a rule store")
         self.spark = spark
         self.config = config
-        self._state_dir = config.checkpoint_dir / "sparkcep"
+        self.output = location(config.output_dir)
+        self.checkpoint = location(config.checkpoint_dir)
+        self._state_dir = self.checkpoint / "sparkcep"
         self.control_dir = self._state_dir / "control"
         self.metrics_dir = self._state_dir / "metrics"
-        self._query_checkpoint = config.checkpoint_dir / "query"
+        self._query_checkpoint = self.checkpoint / "query"
         self.feed = None if store is None else RuleFeed(store, self.control_dir, config.buckets)
         self.rules_seq = 0
         self.unreadable_rule_versions = 0  # store versions no validation accepts (their rules are held paused)
@@ -125,7 +131,7 @@ class Pipeline:
         self.rules, self.rules_seq = log.rules, log.seq
         self.feed.delivered = log.seq  # the query starts with this log; no control record needed for it
         self.program = Program(self.rules)
-        self.unreadable_rule_versions = report_unreadable(self.feed.store, self.config.output_dir / ERRORS_DIR)
+        self.unreadable_rule_versions = report_unreadable(self.feed.store, self.output / ERRORS_DIR)
 
     def _after_batch(self, metrics: BatchMetrics) -> None:
         """Driver side, after each micro-batch: poll the rule store and hand changes to the next batch."""
@@ -144,7 +150,7 @@ class Pipeline:
             # effect after the last event the old plan handled (start() assigns their time then).
             self.replan_needed = True
         elif delivered is not False:
-            self.unreadable_rule_versions = report_unreadable(self.feed.store, self.config.output_dir / ERRORS_DIR)
+            self.unreadable_rule_versions = report_unreadable(self.feed.store, self.output / ERRORS_DIR)
 
     # -- checkpoint identity -----------------------------------------------------------------------
 
@@ -158,23 +164,23 @@ class Pipeline:
         path = self._state_dir / "run.json"
         stored: dict[str, Any] = {}
         if path.exists():
-            stored = json.loads(path.read_text(encoding="utf-8"))
+            stored = json.loads(path.read_text())
             for name, value in identity.items():
                 # A rule store may add groupings; those already in use keep their numbers (state is keyed by them).
                 grown = isinstance(value, list) and value[: len(stored.get(name, []))] == stored.get(name)
                 if stored.get(name) != value and not grown:
                     raise CheckpointMismatch(
-                        f"checkpoint {self.config.checkpoint_dir} was written with {name}={stored.get(name)!r}, "
+                        f"checkpoint {self.checkpoint} was written with {name}={stored.get(name)!r}, "
                         f"this run has {name}={value!r}; use a new checkpoint directory"
                     )
         self.bucket_keys = self._bucket_keys(stored, path.exists())
         self.source = self._checkpoint_source(stored)
-        self.control_dir.mkdir(parents=True, exist_ok=True)
+        self.control_dir.mkdir()
         rules_hash = hashlib.sha256(self.rules.to_json().encode()).hexdigest()[:16]
         record = {**identity, "bucket_keys": list(self.bucket_keys), "rules_sha256": rules_hash}
         if isinstance(self.source, FileSource):
             record["file_reader"] = self.source.reader
-        write_atomically(path, json.dumps(record, indent=1))
+        path.write_atomically(json.dumps(record, indent=1))
 
     def _bucket_keys(self, stored: dict[str, Any], resumed: bool) -> tuple[int, ...]:
         """The grouping-key value of each bucket: kept from the checkpoint, else balanced over the partitions.
@@ -199,7 +205,7 @@ class Pipeline:
         if not isinstance(source, FileSource):
             return source
         reader = stored.get("file_reader")
-        if reader is None and any((self._query_checkpoint / "offsets").glob("[0-9]*")):
+        if reader is None and (self._query_checkpoint / "offsets").children("[0-9]*"):
             reader = SPARK_READER
         return replace(source, reader=reader or source.reader, max_ahead_ms=self.config.max_ahead_ms)
 
@@ -210,38 +216,42 @@ class Pipeline:
             self._load_rules_from_store()
         self.replan_needed = False
         self._check_checkpoint()
+        # A rescaled checkpoint's first start continues the old query (sparkcep.spark.rescale); else as always.
+        resume = query_start(self.spark, self.checkpoint, self.program.time_field, self.config.watermark_delay_ms)
         spec = QuerySpec(
-            source=self.source,
-            control_dir=str(self.control_dir),
+            source=resume.source(self.source),
+            control_dir=self.control_dir.uri,
             watermark_delay_ms=self.config.watermark_delay_ms,
             buckets=self.config.buckets,
             bucket_keys=self.bucket_keys,
             rules_seq=self.rules_seq,
             max_ahead_ms=self.config.max_ahead_ms,
             page_keys=self.config.state_page_keys,
+            initial_state=resume.initial_state,
+            watermark_floor_ms=resume.watermark_floor_ms,
         )
         stream = build_stream(self.spark, self.program, spec)
-        collector = BatchCollector(self._writers(), self.metrics_dir, self._after_batch, self._key_fields)
-        writer = stream.writeStream.foreachBatch(collector)
-        writer = writer.option("checkpointLocation", str(self._query_checkpoint))
+        collector = BatchCollector(self.output, self._writers(), self.metrics_dir, self._after_batch, self._key_fields)
+        writer = stream.writeStream.foreachBatch(resume.numbered(collector))
+        writer = writer.option("checkpointLocation", self._query_checkpoint.uri)
         if available_now:
             writer = writer.trigger(availableNow=True)
         else:
             writer = writer.trigger(processingTime=trigger_interval or self.config.trigger_interval or "1 second")
-        return writer.start()
+        return resume.start(writer)
 
     def _key_fields(self) -> dict[str, tuple[str, ...]]:
         """Rule id -> the fields that key its outputs, for the rules in effect now."""
         return {rule.id: rule_keys(rule) for rule in self.program.rules.rules}
 
     def _writers(self) -> tuple[BatchWriter, ...]:
-        """The files first (the run's record of its outputs), then the alert stores and other sinks."""
-        files = FileWriter(self.config.output_dir)
+        """The sinks on the driver, after the files (the run's record of its outputs, written by the tasks): the
+        alert stores, then the other sinks."""
         if not self.config.alert_stores:
-            return (files, *self.config.writers)
+            return self.config.writers
         from sparkcep.io.postgres import open_alert_sinks  # needs the PostgreSQL driver
 
-        return (files, *open_alert_sinks(self.config.alert_stores), *self.config.writers)
+        return (*open_alert_sinks(self.config.alert_stores), *self.config.writers)
 
     def replan_if_needed(self, query: StreamingQuery) -> StreamingQuery:
         """After a rule with a new grouping arrived: stop the query and plan it again on the same checkpoint."""
@@ -268,7 +278,7 @@ class Pipeline:
             if target is not None:
                 query.processAllAvailable()
                 self._wait_for_watermark(query, target, started + timeout_s)
-                write_atomically(self._flushed_path, json.dumps({"watermark": target}))
+                self._flushed_path.write_atomically(json.dumps({"watermark": target}))
         finally:
             query.stop()
         return self.summary(time.monotonic() - started)
@@ -325,7 +335,7 @@ class Pipeline:
         return IdleAdvancer(clock, self.control_dir, self.program.time_field)
 
     @property
-    def _flushed_path(self) -> Path:
+    def _flushed_path(self) -> Location:
         # Beside the control stream, not in it: Spark reads every file of that directory as input.
         return self._state_dir / "flushed.json"
 
@@ -345,13 +355,13 @@ class Pipeline:
         if max_time is None:
             return None
         if self._flushed_path.exists():
-            done = json.loads(self._flushed_path.read_text(encoding="utf-8")).get("watermark")
+            done = json.loads(self._flushed_path.read_text()).get("watermark")
             if isinstance(done, int) and done >= max_time:
                 return None
-        attempt = len(list(self.control_dir.glob(f"flush-{max_time}*.jsonl")))
+        attempt = len(self.control_dir.children(f"flush-{max_time}*.jsonl"))
         name = f"flush-{max_time}.jsonl" if attempt == 0 else f"flush-{max_time}-{attempt}.jsonl"
         record = flush_record(self.program.time_field, max_time + self.config.watermark_delay_ms)
-        write_atomically(self.control_dir / name, record + "\n")
+        (self.control_dir / name).write_atomically(record + "\n")
         return max_time
 
     def summary(self, seconds: float) -> RunSummary:
@@ -361,7 +371,7 @@ class Pipeline:
             for name, count in m.by_type.items():
                 outputs[name] = outputs.get(name, 0) + count
         max_times = [m.max_event_time for m in metrics if m.max_event_time is not None]
-        out = self.config.output_dir
+        out = self.output
         return RunSummary(
             batches=len(metrics),
             input_rows=sum(m.rows for m in metrics),

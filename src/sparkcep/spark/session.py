@@ -18,10 +18,12 @@ ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateS
 
 @dataclass(frozen=True)
 class SparkSettings:
-    master: str = "local[2]"
-    # Spark's default of 200 makes every micro-batch slow on a small machine; one per core is enough
-    # because each task carries many buckets.
-    shuffle_partitions: int = 2
+    # None: spark-submit's --master when launched by it, else local[*] (every core of this machine)
+    master: str | None = None
+    # Spark's default of 200 makes every micro-batch slow on a small machine; one per core is enough because
+    # each task carries many buckets. None: the cluster's (spark.default.parallelism, else its cores). Only a
+    # new checkpoint takes it: Spark keeps a stateful query's partition count (see ``sparkcep rescale``).
+    shuffle_partitions: int | None = None
     app_name: str = "sparkcep"
     driver_memory: str = "2g"
     extra_conf: dict[str, str] = field(default_factory=dict)
@@ -35,7 +37,6 @@ _EXIT_ON_OOM = "-XX:+ExitOnOutOfMemoryError"
 def base_conf(settings: SparkSettings) -> dict[str, str]:
     java_options = settings.extra_conf.get("spark.driver.extraJavaOptions", "")
     return {
-        "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
         # transformWithState needs RocksDB; changelog checkpointing writes only what changed per batch
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
@@ -46,6 +47,11 @@ def base_conf(settings: SparkSettings) -> dict[str, str]:
         # big Arrow batches: the Python side pays per batch, not per row
         "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
         "spark.sql.adaptive.enabled": "false",
+        **(
+            {}
+            if settings.shuffle_partitions is None
+            else {"spark.sql.shuffle.partitions": str(settings.shuffle_partitions)}
+        ),
         **settings.extra_conf,
         "spark.driver.extraJavaOptions": f"{_EXIT_ON_OOM} {java_options}".strip(),
     }
@@ -62,11 +68,16 @@ def get_or_create_session(settings: SparkSettings | None = None) -> SparkSession
     # Without these, Python workers may start another interpreter that lacks pandas/pyarrow.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if _local(settings.master) and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        # One machine: bind to loopback (no firewall prompt, no wrong interface). A cluster's executors must
+        # reach the driver at an address they can route to, so a cluster master leaves Spark's choice.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.errors import PySparkRuntimeError
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master(settings.master).appName(settings.app_name)
+    builder = SparkSession.builder.appName(settings.app_name)
+    if settings.master is not None:
+        builder = builder.master(settings.master)
     for key, value in base_conf(settings).items():
         builder = builder.config(key, value)
     try:
@@ -80,7 +91,23 @@ def get_or_create_session(settings: SparkSettings | None = None) -> SparkSession
             "Spark also needs about 1 GB of free memory to start"
         ) from exc
     spark.sparkContext.setLogLevel("ERROR")
+    if settings.shuffle_partitions is None and "spark.sql.shuffle.partitions" not in settings.extra_conf:
+        spark.conf.set("spark.sql.shuffle.partitions", str(cluster_parallelism(spark)))
     return spark
+
+
+def cluster_parallelism(spark: SparkSession) -> int:
+    """The partitions a new stateful query gets by default: ``spark.default.parallelism`` when set, else the
+    cores Spark counts now (on a cluster, executors registering late are not counted yet: set either
+    ``spark.default.parallelism`` or ``--shuffle-partitions`` for a large one)."""
+    configured = spark.sparkContext.getConf().get("spark.default.parallelism")
+    if configured:
+        return max(1, int(configured))
+    return max(1, int(spark.sparkContext.defaultParallelism))
+
+
+def _local(master: str | None) -> bool:
+    return master is None or master.startswith("local")
 
 
 def _check_java_home(found: JavaRuntime) -> None:

@@ -5,8 +5,10 @@ in Spark's checkpoint (``{"topic:partition": next offset}``); a batch's range is
 re-run after a crash reads exactly the same records. Options (Spark lower-cases their names):
 
 - ``bootstrap.servers``, ``topics`` (comma-separated);
-- ``startingoffsets``: ``earliest`` (default), ``latest``, or an event time (ISO-8601 or epoch ms) looked up
-  with offsets-for-times; used only when the query has no checkpoint yet;
+- ``startingoffsets``: ``earliest`` (default), ``latest``, an event time (ISO-8601 or epoch ms) looked up
+  with offsets-for-times, or offsets as JSON in the checkpoint's form (``{"topic:partition": offset}``: a rescaled
+  checkpoint goes on where the old one stopped, see sparkcep.spark.rescale; a partition not named starts at its
+  beginning); used only when the query has no checkpoint yet;
 - ``maxrecordsperbatch``: at most this many records per micro-batch, shared between partitions;
 - ``alignstepms``: event-time-aligned backfill (see :mod:`sparkcep.io.kafka.offsets`), needs record timestamps
   that carry event time (producers' CreateTime); the step grows on its own while batches stay small
@@ -72,6 +74,22 @@ class ReaderOptions:
         )
 
 
+def _given_offsets(starting: str) -> dict[str, int] | None:
+    """``startingoffsets`` as offsets when it is a JSON object; None for ``earliest``, ``latest`` or a time."""
+    if not starting.lstrip().startswith("{"):
+        return None
+    try:
+        data = orjson.loads(starting)
+    except orjson.JSONDecodeError:
+        data = None
+    if not isinstance(data, dict) or not all(isinstance(v, int) and ":" in k for k, v in data.items()):
+        raise kafka.KafkaError(
+            f"Kafka source option 'startingoffsets': expected earliest, latest, an event time or offsets as "
+            f'{{"topic:partition": offset}}, got {starting!r:.200}'
+        )
+    return {str(name): int(offset) for name, offset in data.items()}
+
+
 @dataclass(frozen=True)
 class KafkaRange(InputPartition):
     topic: str
@@ -116,10 +134,15 @@ class KafkaStreamReader(DataSourceStreamReader):
     def initialOffset(self) -> dict[str, int]:
         client = self._consumer()
         starting = self.options.starting
+        given = _given_offsets(starting)
         offsets = {}
         for topic, partition in kafka.list_partitions(client, self.options.topics):
             low, high = kafka.watermarks(client, topic, partition)
-            if starting == "earliest":
+            if given is not None:
+                # A partition the old query never saw (created since) starts at its beginning, as a partition
+                # that appears while a query runs does (see latestOffset).
+                offset = given.get(partition_name(topic, partition), low)
+            elif starting == "earliest":
                 offset = low
             elif starting == "latest":
                 offset = high

@@ -49,6 +49,9 @@ class KafkaBatchWriter:
             return None
         return self.topics.get(name, f"{self.topic_prefix}{name}")
 
+    def wants(self, name: str) -> bool:
+        return self.topic_for(name) is not None
+
     def _start(self) -> Any:
         from confluent_kafka import Producer
 

@@ -1,0 +1,526 @@
+"""``sparkcep rescale``: continue a job on another number of shuffle partitions, losing nothing.
+
+Spark fixes the shuffle-partition count of a stateful query at its first micro-batch and keeps it in the offset log
+for the life of the checkpoint. Rescaling therefore prepares a *new* checkpoint whose query begins exactly where
+the old one's last committed micro-batch ended; the next ``sparkcep run --checkpoint NEW`` (same rules, same
+input) starts it:
+
+- **State.** The old state at its last committed batch is read with Spark's state data source (the ``bucket``
+  index, the ``pages`` map and the registered timers), re-keyed old grouping key -> bucket number -> new grouping
+  key (balanced over the new partitions, see :mod:`sparkcep.spark.placement`) and kept as Parquet in NEW (which
+  never reads OLD again). The new query takes it as transformWithState's initial state
+  (``EngineProcessor.handleInitialState``). Spark applies an initial state in batch 0 only (``currentBatchId ==
+  0``, also when batch 0 runs again after a kill), so the run gives it until batch 0 is committed; the first start
+  after that deletes the Parquet copy (an initial state given to a later batch is ignored by Spark, but read).
+- **Input.** The end offsets of the old query's last batch become the reader's ``startingoffsets`` (sparkcep's
+  file and Kafka readers, :mod:`sparkcep.io.file_reader`, :mod:`sparkcep.io.kafka.reader`), which a reader uses
+  only while its query has no offsets yet. Writing NEW's offset log instead would number NEW's first batch
+  after OLD's, and Spark would then skip the initial state. Control records the old query had not read yet are
+  copied into NEW's control stream. Checkpoints of Spark's own file source (before sparkcep's reader) are refused.
+- **Watermark.** A restarted query resumes with the watermark its commit log records (``nextBatchWatermarkMs``);
+  NEW has none. Its processor judges lateness against that watermark as a floor, and a control record in NEW's
+  control stream whose event time is that watermark plus the run's delay (written at the first start, when the
+  delay is known) moves Spark's own watermark there after batch 0: late events and timers come out as if the
+  old query had gone on.
+- **Batch numbers.** Output files and metrics are named by batch id, so NEW's batches are numbered on from
+  OLD's (``batch_base``); OLD's batch metrics are carried over (summaries, the rule feed's "latest event time").
+- **Partitions.** The first start sets ``spark.sql.shuffle.partitions`` to the rescaled count while it starts the
+  query (Spark copies the session's settings then and records them in batch 0's offsets); from then on Spark's
+  offset log keeps it, whatever ``--shuffle-partitions`` says.
+
+``NEW/sparkcep/rescaled.json`` records all this; a rescale is built in a hidden sibling directory and renamed to
+NEW when complete, so NEW either does not exist or is whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from sparkcep.core.control import flush_record
+from sparkcep.errors import CheckpointIncomplete, SparkcepError
+from sparkcep.failures import check_checkpoint_complete
+from sparkcep.io.files import FileSource
+from sparkcep.io.kafka.source import KafkaSource
+from sparkcep.io.source import Source
+from sparkcep.io.storage import Location, location
+from sparkcep.spark.placement import balanced_bucket_keys, identity_bucket_keys
+from sparkcep.spark.processor import INITIAL_INDEX, INITIAL_PAGE, INITIAL_TIMER
+from sparkcep.timeutil import format_iso
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, GroupedData, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+RESCALED_FILE = "rescaled.json"  # in CHECKPOINT/sparkcep: what the rescale recorded
+STATE_DIR = "rescale-state"  # in CHECKPOINT/sparkcep: the re-keyed state, Parquet
+FORMAT_VERSION = 1
+STATE_DDL = "bucket int, kind int, number long, blob binary, old int"
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+_CONTROL_SOURCE = 1  # the control stream is the second source of the plan (sparkcep.spark.query.build_stream)
+_LOG_NAME = re.compile(r"(\d+)(\.compact)?")
+
+
+class RescaleError(SparkcepError):
+    """A checkpoint cannot be rescaled as asked: the target is not empty, the partition count is not positive, or
+    the old checkpoint's source cannot be continued elsewhere. (A missing or incomplete old checkpoint is a
+    :class:`sparkcep.errors.CheckpointIncomplete`.)"""
+
+
+# -- what a rescale records -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rescaled:
+    """``NEW/sparkcep/rescaled.json``."""
+
+    origin: str  # the old checkpoint (URI)
+    origin_batch: int  # the old query's last committed batch id (Spark's numbering)
+    from_partitions: int
+    partitions: int
+    batch_base: int  # NEW's batch n is batch_base + n in file names and metrics
+    watermark_ms: int | None  # the watermark the old query would have resumed with (None: it had none yet)
+    input_offsets: str | None  # the input reader's offsets (JSON) where the old query stopped; None: it read nothing
+    carried_batches: int  # batch metrics carried over (sparkcep.failures knows NEW has no offsets for them)
+    rows: dict[str, int] = field(default_factory=dict)  # state rows carried: buckets, pages, timers
+    version: int = FORMAT_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def read(cls, state_dir: Location) -> Rescaled | None:
+        path = state_dir / RESCALED_FILE
+        if not path.exists():
+            return None
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict) or data.get("version") != FORMAT_VERSION:
+            raise CheckpointIncomplete(
+                str(state_dir.parent),
+                f"{path}: expected a rescale record of version {FORMAT_VERSION}, got {data!r:.200}",
+            )
+        known = {f.name for f in fields(cls)}
+        return cls(**{name: value for name, value in data.items() if name in known})
+
+
+@dataclass(frozen=True)
+class RescaleReport:
+    """What ``sparkcep rescale`` did (printed as JSON)."""
+
+    origin: str
+    target: str
+    from_partitions: int
+    partitions: int
+    buckets: int
+    origin_batch: int
+    next_batch: int
+    watermark: str | None
+    rows: dict[str, int]
+    control_records_carried: int
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# -- the old checkpoint -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OldCheckpoint:
+    """What a rescale needs of the old checkpoint, read from its files (no Spark)."""
+
+    location: Location
+    run: dict[str, Any]  # its run.json
+    last_batch: int
+    partitions: int
+    watermark_ms: int | None
+    input_offsets: str | None
+    unread_control: tuple[Location, ...]
+    batch_base: int  # its own base when it was itself rescaled
+
+    @property
+    def buckets(self) -> int:
+        return int(self.run["buckets"])
+
+    @property
+    def bucket_keys(self) -> tuple[int, ...]:
+        stored = self.run.get("bucket_keys")
+        # Written before balanced placement: state is keyed by the bucket numbers themselves.
+        return tuple(int(key) for key in stored) if stored else identity_bucket_keys(self.buckets)
+
+
+def _log_files(directory: Location) -> dict[int, Location]:
+    """A Spark metadata log (offsets, commits): batch id -> its file (hidden and temporary files skipped)."""
+    return {int(child.name): child for child in directory.children("[0-9]*") if child.name.isdigit()}
+
+
+def _log_body(file: Location, checkpoint: Location) -> list[str]:
+    """The lines of a log entry after its version line (``v1``)."""
+    lines = file.read_text().splitlines()
+    if not lines or not lines[0].startswith("v"):
+        raise CheckpointIncomplete(str(checkpoint), f"{file}: expected a Spark log entry (v1 ...), got {lines[:1]!r}")
+    return lines[1:]
+
+
+def read_old(old: Location) -> OldCheckpoint:
+    """The old checkpoint's layout, last committed batch, watermark and source offsets; refuses one that is
+    missing, incomplete, mid-batch or read by a source that cannot be continued."""
+    own, query = old / "sparkcep", old / "query"
+    if not (own / "run.json").exists():
+        raise CheckpointIncomplete(str(old), f"expected a sparkcep checkpoint with {own / 'run.json'}, got none")
+    check_checkpoint_complete(old)
+    commits, offsets = _log_files(query / "commits"), _log_files(query / "offsets")
+    if not commits:
+        raise CheckpointIncomplete(
+            str(old),
+            f"expected at least one committed micro-batch in {query / 'commits'}, got none (nothing to rescale)",
+        )
+    last = max(commits)
+    if max(offsets, default=-1) != last:
+        raise CheckpointIncomplete(
+            str(old),
+            f"its query planned micro-batch {max(offsets, default=-1)} but committed only up to {last}: it stopped "
+            "in the middle of a batch. Resume it once (sparkcep run ... --stop-after 60) so Spark finishes that batch, "
+            "then rescale",
+        )
+    body = _log_body(offsets[last], old)
+    metadata = json.loads(body[0])
+    conf = metadata.get("conf", {})
+    partitions = int(conf.get(SHUFFLE_PARTITIONS, 0))
+    commit = json.loads(_log_body(commits[last], old)[0])
+    # The watermark a restart of the old query would run its next batch with (Spark writes 0 for none).
+    watermark = int(commit.get("nextBatchWatermarkMs", 0)) or None
+    run = json.loads((own / "run.json").read_text())
+    sources = body[1:]
+    if len(sources) != 2:
+        raise RescaleError(
+            f"checkpoint {old}: expected two sources in {offsets[last]} (the input and the control stream), got "
+            f"{len(sources)}"
+        )
+    input_offsets = _input_offsets(old, run, sources[0])
+    previous = Rescaled.read(own)
+    return OldCheckpoint(
+        location=old,
+        run=run,
+        last_batch=last,
+        partitions=partitions,
+        watermark_ms=watermark,
+        input_offsets=input_offsets,
+        unread_control=_unread_control(old, sources[_CONTROL_SOURCE]),
+        batch_base=previous.batch_base if previous is not None else 0,
+    )
+
+
+def _input_offsets(old: Location, run: dict[str, Any], text: str) -> str | None:
+    """The input reader's offsets at the old query's last batch, if its reader can start from them."""
+    if text.strip() in ("", "-"):
+        return None  # the source was never planned: the new query starts where the old one would have
+    offsets = json.loads(text)
+    if run.get("file_reader") == "spark" or (isinstance(offsets, dict) and "logOffset" in offsets):
+        raise RescaleError(
+            f"checkpoint {old}: expected input read by sparkcep's file reader or Kafka reader, got Spark's own file "
+            "source (a checkpoint begun before sparkcep read files itself), whose position cannot be handed to a new "
+            "query. Start a new checkpoint with the partitions you want instead (its input is read from the start)"
+        )
+    if isinstance(offsets, dict) and "files" in offsets:
+        return json.dumps(offsets, sort_keys=True)  # sparkcep's file reader
+    if isinstance(offsets, dict) and all(isinstance(v, int) and ":" in k for k, v in offsets.items()):
+        return json.dumps(offsets, sort_keys=True)  # sparkcep's Kafka reader
+    raise RescaleError(
+        f"checkpoint {old}: expected the offsets of sparkcep's file or Kafka reader, got {text!r:.200} (Spark's Kafka "
+        "connector, implementation: spark-connector, cannot be rescaled yet)"
+    )
+
+
+def _unread_control(old: Location, text: str) -> tuple[Location, ...]:
+    """Control files the old query had not read by its last batch (an idle advance or a rule log written just
+    before it stopped): the new query must read them, as a restart of the old one would have."""
+    control = old / "sparkcep" / "control"
+    upto = -1 if text.strip() in ("", "-") else int(json.loads(text)["logOffset"])
+    read: set[str] = set()
+    # Spark's file-source log: one file per batch, every tenth compacted with all before it.
+    for entry in (old / "query" / "sources" / str(_CONTROL_SOURCE)).children():
+        if not _LOG_NAME.fullmatch(entry.name):
+            continue
+        for line in _log_body(entry, old):
+            if line.strip():
+                item = json.loads(line)
+                if int(item["batchId"]) <= upto:
+                    read.add(unquote(str(item["path"]).rstrip("/").rsplit("/", 1)[-1]))  # a file URI
+    # Spark's file source skips hidden and underscore names, as the control stream's writers never use them.
+    return tuple(f for f in control.children() if f.name not in read and not f.name.startswith((".", "_")))
+
+
+# -- rescaling ----------------------------------------------------------------------------------------------
+
+
+def check_rescale(
+    old: str | os.PathLike[str] | Location, new: str | os.PathLike[str] | Location, partitions: int
+) -> OldCheckpoint:
+    """What :func:`rescale` checks before it starts any work (no Spark needed): the old checkpoint (see
+    :func:`read_old`), a positive partition count, and a new or empty target outside the old checkpoint."""
+    if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+        raise RescaleError(f"--partitions: expected a positive number of shuffle partitions, got {partitions!r}")
+    source, target = location(old), location(new)
+    if source.is_local and target.is_local:
+        common = os.path.commonpath([source.path, target.path])
+        if common in (source.path, target.path):
+            raise RescaleError(f"--to: expected a directory outside the old checkpoint {source}, got {target}")
+    if target.exists() and (not target.is_dir() or target.children()):
+        raise RescaleError(
+            f"--to: expected a new or empty directory for the rescaled checkpoint, got {target} (not empty)"
+        )
+    return read_old(source)
+
+
+def rescale(
+    spark: SparkSession, old: str | os.PathLike[str] | Location, new: str | os.PathLike[str] | Location, partitions: int
+) -> RescaleReport:
+    """Prepare ``new`` so that the next run on it continues the job of ``old`` with ``partitions`` shuffle
+    partitions (see the module's description). ``old`` is only read."""
+    started = time.monotonic()
+    checkpoint = check_rescale(old, new, partitions)
+    source, target = checkpoint.location, location(new)
+    staging = target.parent / f".{target.name}.rescaling"
+    staging.remove()  # what an interrupted rescale left
+    own = staging / "sparkcep"
+    try:
+        new_keys = balanced_bucket_keys(checkpoint.buckets, partitions)
+        rows = _write_state(
+            spark, checkpoint, dict(zip(checkpoint.bucket_keys, new_keys, strict=True)), own / STATE_DIR
+        )
+        carried = _copy_files(checkpoint, own)
+        (own / "run.json").write_atomically(json.dumps({**checkpoint.run, "bucket_keys": list(new_keys)}, indent=1))
+        record = Rescaled(
+            origin=source.uri,
+            origin_batch=checkpoint.last_batch,
+            from_partitions=checkpoint.partitions,
+            partitions=partitions,
+            batch_base=checkpoint.batch_base + checkpoint.last_batch + 1,
+            watermark_ms=checkpoint.watermark_ms,
+            input_offsets=checkpoint.input_offsets,
+            carried_batches=carried,
+            rows=rows,
+        )
+        (own / RESCALED_FILE).write_atomically(json.dumps(record.to_json(), indent=1))
+        _publish(staging, target)
+    except BaseException:
+        staging.remove()
+        raise
+    return RescaleReport(
+        origin=source.uri,
+        target=target.uri,
+        from_partitions=checkpoint.partitions,
+        partitions=partitions,
+        buckets=checkpoint.buckets,
+        origin_batch=checkpoint.last_batch,
+        next_batch=record.batch_base,
+        watermark=None if checkpoint.watermark_ms is None else format_iso(checkpoint.watermark_ms),
+        rows=rows,
+        control_records_carried=len(checkpoint.unread_control),
+        seconds=round(time.monotonic() - started, 3),
+    )
+
+
+def _write_state(spark: SparkSession, old: OldCheckpoint, keys: dict[int, int], target: Location) -> dict[str, int]:
+    """The old state at its last committed batch, re-keyed, as Parquet rows ``bucket, kind, number, blob`` (see
+    ``EngineProcessor.handleInitialState``); returns the rows per kind. Spark does the work: state may be large."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    query = (old.location / "query").uri
+    variables = _state_variables(spark, query, old.location)
+
+    def read(**options: str) -> DataFrame:
+        reader = spark.read.format("statestore").option("path", query).option("batchId", str(old.last_batch))
+        return reader.options(**options).load()
+
+    old_key = F.col("key.bucket").alias("old")
+    parts = [
+        read(stateVarName="bucket").select(
+            old_key, F.lit(INITIAL_INDEX).alias("kind"), F.lit(0).cast("long").alias("number"),
+            F.col("value.blob").alias("blob"),
+        ),
+        read(readRegisteredTimers="true").select(
+            old_key, F.lit(INITIAL_TIMER).alias("kind"), F.col("expiration_timestamp_ms").alias("number"),
+            F.lit(None).cast("binary").alias("blob"),
+        ),
+    ]  # fmt: skip
+    if "pages" in variables:  # a checkpoint from before pages keeps whole buckets in its index
+        parts.append(
+            read(stateVarName="pages").select(
+                old_key, F.lit(INITIAL_PAGE).alias("kind"), F.col("user_map_key.page").alias("number"),
+                F.col("user_map_value.blob").alias("blob"),
+            )
+        )  # fmt: skip
+    mapping = spark.createDataFrame(sorted(keys.items()), "old int, bucket int")
+    rows = reduce(lambda a, b: a.unionByName(b), parts).join(F.broadcast(mapping), "old", "left")
+    rows.select("bucket", "kind", "number", "blob", "old").write.parquet(target.uri)
+    written = spark.read.schema(STATE_DDL).parquet(target.uri)
+    counted = written.groupBy("kind").agg(
+        F.count(F.lit(1)).alias("rows"), F.min(F.when(F.col("bucket").isNull(), F.col("old"))).alias("unknown")
+    )
+    rows_by_kind = {int(row["kind"]): (int(row["rows"]), row["unknown"]) for row in counted.collect()}
+    unknown = [found for _rows, found in rows_by_kind.values() if found is not None]
+    if unknown:
+        raise CheckpointIncomplete(
+            str(old.location),
+            f"its state has grouping key {min(unknown)}, expected one of the bucket keys in run.json "
+            f"({len(keys)} buckets): run.json does not belong to this state",
+        )
+    names = {INITIAL_INDEX: "buckets", INITIAL_PAGE: "pages", INITIAL_TIMER: "timers"}
+    return {name: rows_by_kind.get(kind, (0, None))[0] for kind, name in names.items()}
+
+
+def _state_variables(spark: SparkSession, query: str, old: Location) -> set[str]:
+    """The state variables of the old query's stateful operator, from Spark's state metadata."""
+    metadata = spark.read.format("state-metadata").load(query).collect()
+    if len(metadata) != 1 or "transformWithState" not in str(metadata[0]["operatorName"]):
+        names = [str(row["operatorName"]) for row in metadata]
+        raise CheckpointIncomplete(
+            str(old), f"expected the state of one transformWithStateInPandas operator, got operators {names}"
+        )
+    properties = json.loads(metadata[0]["operatorProperties"])
+    return {str(variable["stateName"]) for variable in properties.get("stateVariables", [])}
+
+
+def _copy_files(old: OldCheckpoint, own: Location) -> int:
+    """sparkcep's own files that go on: batch metrics, the end-of-input flush mark, unread control records.
+    Returns how many batch metrics were carried."""
+    source = old.location / "sparkcep"
+    metrics = (source / "metrics").children("batch-*.json")
+    for file in metrics:
+        (own / "metrics" / file.name).write_atomically(file.read_bytes())
+    flushed = source / "flushed.json"
+    if flushed.exists():
+        (own / "flushed.json").write_atomically(flushed.read_bytes())
+    (own / "control").mkdir()
+    # Written anew, not copied with their times: Spark's file source ignores files much older than the newest.
+    for file in old.unread_control:
+        (own / "control" / file.name).write_atomically(file.read_bytes())
+    return len(metrics)
+
+
+def _publish(staging: Location, target: Location) -> None:
+    """Move the finished staging directory to the target's name (a rename on a local disk or HDFS)."""
+    if target.exists():
+        target.remove()  # an empty directory, checked before
+    if staging.is_local:
+        os.replace(staging.path, target.path)
+    else:
+        staging.fs.mv(staging.path, target.path, recursive=True)
+
+
+# -- starting the query on a checkpoint -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueryStart:
+    """How ``sparkcep run`` starts its query on a checkpoint: as it always does, or as the continuation of a
+    rescaled one (see :func:`query_start`). Every method is the identity for a checkpoint that was not rescaled."""
+
+    spark: SparkSession | None = None
+    rescaled: Rescaled | None = None
+    first: bool = False  # no micro-batch committed yet: the initial state, the offsets and the partitions apply
+    initial_state: GroupedData | None = None
+
+    @property
+    def watermark_floor_ms(self) -> int | None:
+        return None if self.rescaled is None else self.rescaled.watermark_ms
+
+    def source(self, source: Source) -> Source:
+        """``source`` starting at the old query's end (its reader uses that only while the query has no offsets)."""
+        if self.rescaled is None or not self.first or self.rescaled.input_offsets is None:
+            return source
+        offsets = self.rescaled.input_offsets
+        if isinstance(source, FileSource) and '"files"' in offsets:
+            values = {f.name: getattr(source, f.name) for f in fields(FileSource)}
+            return _StartedFileSource(**values, starting_offsets=offsets)
+        if isinstance(source, KafkaSource) and '"files"' not in offsets:
+            options = {**dict(source.options), "startingoffsets": offsets}
+            return replace(source, options=tuple(sorted(options.items())))
+        kind = "files" if '"files"' in offsets else "Kafka"
+        raise RescaleError(
+            f"checkpoint {self.rescaled.origin} was rescaled from a query that read {kind}: expected the same kind "
+            f"of input, got {type(source).__name__}"
+        )
+
+    def numbered(self, collector: Callable[[DataFrame, int], None]) -> Callable[[DataFrame, int], None]:
+        """The ``foreachBatch`` target with batch ids numbered on from the old checkpoint's."""
+        base = 0 if self.rescaled is None else self.rescaled.batch_base
+        if base == 0:
+            return collector
+
+        def shifted(frame: DataFrame, batch_id: int) -> None:
+            collector(frame, batch_id + base)
+
+        return shifted
+
+    def start(self, writer: DataStreamWriter) -> StreamingQuery:
+        """``writer.start()``; on a rescaled checkpoint's first start, with its shuffle partitions."""
+        if self.rescaled is None or not self.first or self.spark is None:
+            return writer.start()
+        with _session_setting(self.spark, SHUFFLE_PARTITIONS, str(self.rescaled.partitions)):
+            return writer.start()
+
+
+@contextmanager
+def _session_setting(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    """``key`` set to ``value`` on the session for the block. A streaming query copies the session's settings when
+    it starts, so the setting is the query's for good and other queries of the session keep theirs."""
+    before = spark.conf.get(key)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
+
+
+@dataclass(frozen=True)
+class _StartedFileSource(FileSource):
+    """A file source whose reader starts at given offsets (``startingoffsets``, see sparkcep.io.file_reader)."""
+
+    starting_offsets: str = ""
+
+    def reader_options(self, time_field: str) -> dict[str, str]:
+        return {**super().reader_options(time_field), "startingoffsets": self.starting_offsets}
+
+
+def query_start(spark: SparkSession, checkpoint: Location, time_field: str, delay_ms: int) -> QueryStart:
+    """How to start the query on ``checkpoint`` (see :class:`QueryStart`). Call it after the checkpoint's
+    identity is checked (``run.json``), right before the query starts.
+
+    On a rescaled checkpoint whose batch 0 is not committed yet, it writes the control record that moves Spark's
+    watermark to the old query's (its event time needs this run's ``delay_ms``); a restart during batch 0 finds
+    it written and Spark's log pins it to batch 0."""
+    own = checkpoint / "sparkcep"
+    rescaled = Rescaled.read(own)
+    if rescaled is None:
+        return QueryStart()
+    first = not _log_files(checkpoint / "query" / "commits")
+    if not first:
+        # Batch 0 is committed: the state lives in Spark's state store, the Parquet copy is never read again.
+        (own / STATE_DIR).remove()
+        return QueryStart(spark, rescaled)
+    state = own / STATE_DIR
+    if not state.exists():
+        raise CheckpointIncomplete(str(checkpoint), f"its rescaled state {state} is gone before its first batch ran")
+    if rescaled.watermark_ms is not None:
+        record = own / "control" / f"rescale-{rescaled.watermark_ms}.jsonl"
+        if not record.exists():
+            record.write_atomically(flush_record(time_field, rescaled.watermark_ms + delay_ms) + "\n")
+    frame = spark.read.schema(STATE_DDL).parquet(state.uri).select("bucket", "kind", "number", "blob")
+    return QueryStart(spark, rescaled, first=True, initial_state=frame.groupBy("bucket"))
