@@ -112,6 +112,18 @@ def _command_log(ctx: click.Context) -> CommandLog:
     return log if isinstance(log, CommandLog) else CommandLog(ctx.invoked_subcommand or "sparkcep")
 
 
+_master_option = click.option(
+    "--master",
+    default=None,
+    help="Spark master URL (spark://host:7077, yarn, k8s://...); default: spark-submit's, else local[*].",
+)
+_conf_option = click.option(
+    "--conf",
+    "spark_conf",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A Spark setting (spark.driver.memory=4g, spark.hadoop.fs.s3a...=...). Repeatable.",
+)
 _PLACE_HELP = "a path (relative to the working directory) or a URI: file:///..., hdfs://..., s3a://..."
 
 
@@ -300,18 +312,8 @@ def simulate(
     show_default=True,
     help="Most keys on one page of state: a micro-batch reads and writes only the pages it touches.",
 )
-@click.option(
-    "--master",
-    default=None,
-    help="Spark master URL (spark://host:7077, yarn, k8s://...); default: spark-submit's, else local[*].",
-)
-@click.option(
-    "--conf",
-    "spark_conf",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="A Spark setting (spark.driver.memory=4g, spark.hadoop.fs.s3a...=...). Repeatable.",
-)
+@_master_option
+@_conf_option
 @click.option(
     "--shuffle-partitions",
     type=click.IntRange(1),
@@ -495,19 +497,15 @@ def _check_idle_advance(idle_advance: int | None, until_caught_up: bool, trigger
 @click.option("--input", "input_dir", required=True, help=f"The history (an existing directory): {_PLACE_HELP}")
 @click.option("--output", "output_dir", required=True, help=f"Where the alerts go (new or empty): {_PLACE_HELP}")
 @click.option("--watermark-delay", type=DURATION, default="5s", show_default=True, help="Allowed out-of-orderness.")
-@click.option("--max-files-per-trigger", type=int, default=1, show_default=True, help="Bounds memory per batch.")
 @click.option(
-    "--master",
-    default=None,
-    help="Spark master URL (spark://host:7077, yarn, k8s://...); default: spark-submit's, else local[*].",
+    "--max-files-per-trigger",
+    type=int,
+    default=1,
+    show_default=True,
+    help="No effect: a backtest reads every file aligned in event time (kept so that older scripts still run).",
 )
-@click.option(
-    "--conf",
-    "spark_conf",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="A Spark setting (spark.driver.memory=4g, spark.hadoop.fs.s3a...=...). Repeatable.",
-)
+@_master_option
+@_conf_option
 def backtest(
     rules_path: Path,
     input_dir: str,
