@@ -91,7 +91,11 @@ def hostile_part(work: Path, count: int) -> dict[str, Any]:
     out, ck, log = work / "mixed-out", work / "mixed-ck", work / "mixed.log"
     exits = [finish(input_dir, out, ck, log), finish(input_dir, out, ck, log)]
     expected = canonical(oracle.evaluate(load_rules(RULES), clean).outputs)
-    got = [r for r in read_all_outputs(out) if not str(r.get("order_number", "")).startswith("hostile-")]
+    # Hostile lines that stay events are keyed apart: "hostile-..." or a key the mutation made (a NUL inside, a
+    # huge one). Read aligned in event time they are taken (they lie at the earliest time), so they may complete
+    # orders of their own; the clean orders' outputs are those whose key is a clean order number.
+    clean_keys = {str(json.loads(line)["order_number"]) for line in clean}
+    got = [r for r in read_all_outputs(out) if str(r.get("order_number", "")) in clean_keys]
     dead = read_jsonl_dir(out / "_deadletter")
     late = read_jsonl_dir(out / "_late")
     summary = json.loads((out / "_summary.json").read_text())
