@@ -87,7 +87,7 @@ def _stage(output: Path, batch_id: int, parts: dict[str, dict[int, str]]) -> Sta
             (directory / f"part-{task:05d}-{uuid.uuid4()}.c000.txt").write_text(text)
             (directory / f".part-{task:05d}-x.c000.txt.crc").write_text("crc")
     (staging / "_SUCCESS").write_text("")
-    return StagedBatch(location(staging), batch_id)
+    return StagedBatch.listed(location(staging), batch_id)
 
 
 def test_a_staged_batch_is_published_under_names_that_a_rerun_batch_rewrites(tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ from sparkcep.core.pages import DEFAULT_PAGE_KEYS, MAX_PAGE_KEYS
 from sparkcep.errors import SparkcepError
 from sparkcep.io.alignment import DEFAULT_STEP_MS, DEFAULT_TARGET_RECORDS
 from sparkcep.io.kafka.client import KafkaError, check_no_inline_secrets
-from sparkcep.io.storage import local_path_of, location
+from sparkcep.io.storage import local_path_of, location, scheme_of
 from sparkcep.rules.base import DurationMs
 from sparkcep.store import store_spec_relative_to
 from sparkcep.timeutil import DEFAULT_MAX_AHEAD_MS, positive_duration
@@ -208,9 +208,10 @@ def _resolve(base: Path, path: Path) -> Path:
 
 def _resolve_place(base: Path, place: str) -> str:
     """A directory of the pipeline file: a URI as it is, a path made absolute against the file's directory."""
-    if "://" in place or place.startswith("file:"):
-        return str(location(place)) if place.startswith("file:") else place
-    return str(_resolve(base, Path(place).expanduser()))
+    scheme = scheme_of(place)
+    if scheme == "file":
+        return str(location(place))
+    return place if scheme else str(_resolve(base, Path(place).expanduser()))
 
 
 def load_config(path: str | Path) -> PipelineConfig:

@@ -53,6 +53,8 @@ class FileSource:
     target_records: int = DEFAULT_TARGET_RECORDS
     reader: Literal["sparkcep", "spark"] = SPARKCEP_READER
     max_ahead_ms: int | None = DEFAULT_MAX_AHEAD_MS
+    # The reader's offsets (JSON) to start from while the query has none: a rescaled checkpoint's first start.
+    starting_offsets: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("max_files_per_trigger", "step_ms", "target_records"):
@@ -77,6 +79,8 @@ class FileSource:
             options["maxfilespertrigger"] = str(self.max_files_per_trigger)
         if self.max_ahead_ms is not None:
             options["maxaheadms"] = str(self.max_ahead_ms)
+        if self.starting_offsets is not None:
+            options["startingoffsets"] = self.starting_offsets
         return options
 
     def lines(self, spark: SparkSession, time_field: str) -> DataFrame:
@@ -137,29 +141,32 @@ class FileSink:
             .partitionBy("name")
             .text(staging.uri)
         )
-        return StagedBatch(staging, batch_id)
+        return StagedBatch.listed(staging, batch_id)
 
 
 @dataclass(frozen=True)
 class StagedBatch:
-    """A batch's files as the tasks wrote them: ``name=<output name>/part-<task>-<uuid>.c000.txt``."""
+    """A batch's files as the tasks wrote them: ``name=<output name>/part-<task>-<uuid>.c000.txt``, listed once
+    (``names``: output name -> its part files)."""
 
     staging: Location
     batch_id: int
+    names: dict[str, list[Location]]
 
-    def names(self) -> dict[str, list[Location]]:
-        """Output name -> its part files (Spark escapes a partition value as ``%XX``)."""
+    @classmethod
+    def listed(cls, staging: Location, batch_id: int) -> StagedBatch:
+        """The staging area as it is now (Spark escapes a partition value as ``%XX``)."""
         found: dict[str, list[Location]] = {}
-        for directory in self.staging.children("name=*"):
+        for directory in staging.children("name=*"):
             parts = [part for part in directory.children("part-*") if _PART.match(part.name)]
             if parts:
                 found[unquote(directory.name.removeprefix("name="))] = parts
-        return found
+        return cls(staging, batch_id, found)
 
     def publish(self, output: Location) -> dict[str, list[Location]]:
         """Move every output's files to ``OUTPUT/<name>/``; return the published files by name (metrics stay)."""
         published: dict[str, list[Location]] = {}
-        for name, parts in self.names().items():
+        for name, parts in self.names.items():
             if name == METRICS_NAME:
                 continue
             directory = output / name
@@ -178,7 +185,7 @@ class StagedBatch:
 
     def lines(self, name: str) -> list[str]:
         """The records of one staged output (for small ones: the metrics, rule errors)."""
-        return [line for part in self.names().get(name, []) for line in part.read_text().splitlines() if line]
+        return [line for part in self.names.get(name, []) for line in part.read_text().splitlines() if line]
 
     def remove(self) -> None:
         self.staging.remove()

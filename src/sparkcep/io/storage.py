@@ -164,13 +164,14 @@ class Location:
         tmp.replace(self)
 
     def replace(self, target: Location) -> None:
-        """Rename this file to ``target``, replacing what is there (both on one file system)."""
+        """Rename this file (or directory) to ``target``, replacing a file or an empty directory there (both on
+        one file system; a rename on a local disk or HDFS, a copy on an object store)."""
         if self.fs is None:
             os.replace(self.path, target.path)
             return
         if self.fs.exists(target.path):
-            self.fs.rm(target.path)
-        self.fs.mv(self.path, target.path)
+            self.fs.rm(target.path, recursive=True)
+        self.fs.mv(self.path, target.path, recursive=True)
 
     def remove(self) -> None:
         """Delete this file or directory tree, if it exists."""
@@ -197,13 +198,14 @@ def _mtime_ns(fs: Any, path: str, info: dict[str, Any]) -> int:
     return int(fs.modified(path).timestamp() * 1_000_000_000)
 
 
-def _scheme(text: str) -> str:
+def scheme_of(text: str) -> str:
+    """A URI's scheme (``file``, ``hdfs``, ``s3a``, ...); empty for a plain path."""
     return urlsplit(text).scheme if "://" in text or text.startswith("file:") else ""
 
 
 def local_path_of(value: str | os.PathLike[str]) -> Path | None:
     """The local path a path or URI names; None for another file system (without loading its backend)."""
-    return location(value).local_path if _scheme(os.fspath(value)) in ("", "file") else None
+    return location(value).local_path if scheme_of(os.fspath(value)) in ("", "file") else None
 
 
 def location(value: str | os.PathLike[str] | Location) -> Location:
@@ -211,7 +213,7 @@ def location(value: str | os.PathLike[str] | Location) -> Location:
     if isinstance(value, Location):
         return value
     text = os.fspath(value)
-    scheme = _scheme(text)
+    scheme = scheme_of(text)
     if scheme in ("", "file"):
         if scheme == "file":
             parts = urlsplit(text)

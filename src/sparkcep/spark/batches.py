@@ -64,8 +64,11 @@ class BatchCollector:
         published = staged.publish(self.output)
         if self.writers:
             fields = self.key_fields()
+            wanted = {name: files for name, files in published.items() if any(w.wants(name) for w in self.writers)}
+            outputs = _read_outputs(wanted)  # once, whatever the number of sinks that take an output
             for writer in self.writers:
-                writer.write_batch(batch_id, _read_outputs(published, writer.wants), fields)
+                mine = {name: items for name, items in outputs.items() if writer.wants(name)}
+                writer.write_batch(batch_id, mine, fields)
         staged.remove()
         # The tasks compute the batch while they write it: "collect" is that, "write" the driver's part.
         metrics.collect_s = computed - started
@@ -76,12 +79,10 @@ class BatchCollector:
             self.after_batch(metrics)
 
 
-def _read_outputs(published: dict[str, list[Location]], wants: Callable[[str], bool]) -> Outputs:
-    """The records a driver-side sink wants, read back from the published files, as ``(time, record)`` items."""
+def _read_outputs(published: dict[str, list[Location]]) -> Outputs:
+    """The records of ``published`` files, read back for the driver-side sinks, as ``(time, record)`` items."""
     outputs: Outputs = {}
     for name, files in published.items():
-        if not wants(name):
-            continue
         items = outputs.setdefault(name, [])
         for file in files:
             for payload in file.read_text().splitlines():

@@ -312,7 +312,9 @@ def rescale(
             rows=rows,
         )
         (own / RESCALED_FILE).write_atomically(json.dumps(record.to_json(), indent=1))
-        _publish(staging, target)
+        if target.exists():
+            target.remove()  # an empty directory, checked before
+        staging.replace(target)
     except BaseException:
         staging.remove()
         raise
@@ -411,16 +413,6 @@ def _copy_files(old: OldCheckpoint, own: Location) -> int:
     return len(metrics)
 
 
-def _publish(staging: Location, target: Location) -> None:
-    """Move the finished staging directory to the target's name (a rename on a local disk or HDFS)."""
-    if target.exists():
-        target.remove()  # an empty directory, checked before
-    if staging.is_local:
-        os.replace(staging.path, target.path)
-    else:
-        staging.fs.mv(staging.path, target.path, recursive=True)
-
-
 # -- starting the query on a checkpoint -----------------------------------------------------------------------
 
 
@@ -444,8 +436,7 @@ class QueryStart:
             return source
         offsets = self.rescaled.input_offsets
         if isinstance(source, FileSource) and '"files"' in offsets:
-            values = {f.name: getattr(source, f.name) for f in fields(FileSource)}
-            return _StartedFileSource(**values, starting_offsets=offsets)
+            return replace(source, starting_offsets=offsets)
         if isinstance(source, KafkaSource) and '"files"' not in offsets:
             options = {**dict(source.options), "startingoffsets": offsets}
             return replace(source, options=tuple(sorted(options.items())))
@@ -487,16 +478,6 @@ def _session_setting(spark: SparkSession, key: str, value: str) -> Iterator[None
             spark.conf.unset(key)
         else:
             spark.conf.set(key, before)
-
-
-@dataclass(frozen=True)
-class _StartedFileSource(FileSource):
-    """A file source whose reader starts at given offsets (``startingoffsets``, see sparkcep.io.file_reader)."""
-
-    starting_offsets: str = ""
-
-    def reader_options(self, time_field: str) -> dict[str, str]:
-        return {**super().reader_options(time_field), "startingoffsets": self.starting_offsets}
 
 
 def query_start(spark: SparkSession, checkpoint: Location, time_field: str, delay_ms: int) -> QueryStart:
