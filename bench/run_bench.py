@@ -79,8 +79,8 @@ def bench_workload(name: str, events: int, files: int, workdir: Path) -> list[di
             "events_per_s_steady": steady,
             "peak_rss_mb": round(spark.peak_rss_mb),
             "cpu_s": round(spark.cpu_seconds, 1),
-            "batches": summary["batches"],
-            "outputs": sum(summary["outputs"].values()),
+            "batches": summary["checkpoint"]["batches"],
+            "outputs": sum(summary["checkpoint"]["outputs"].values()),
             "same_as_oracle": same,
         },
         {

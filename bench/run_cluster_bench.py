@@ -190,7 +190,7 @@ def run_once(name: str, master: str, input_dir: Path, base: Path, cluster: Spark
     if process.returncode != 0:
         raise SystemExit(f"{name} failed:\n{(base / 'stderr').read_text()[-4000:]}")
     summary = json.loads((base / "out" / "_summary.json").read_text())
-    events = int(summary["input_rows"])  # one grouping: one row per line
+    events = int(summary["checkpoint"]["records"])  # one grouping: one row per line
     return {
         "engine": name,
         "command": " ".join(command),
@@ -200,9 +200,9 @@ def run_once(name: str, master: str, input_dir: Path, base: Path, cluster: Spark
         "events_per_s_wall": round(events / seconds),
         "events_per_s_after_session_start": round(events / float(summary["seconds"])),
         "events_per_s_steady": steady_rate(base / "ck" / "sparkcep" / "metrics"),
-        "batches": summary["batches"],
+        "batches": summary["checkpoint"]["batches"],
         "load_average_1min": f"{load_before:.1f} / {os.getloadavg()[0]:.1f}",  # before / after: others' work
-        "outputs": sum(summary["outputs"].values()),
+        "outputs": sum(summary["checkpoint"]["outputs"].values()),
         "peak_rss_mb_total": round(sampler.peak_total_kb / 1024),
         "processes": sampler.report(),
     }

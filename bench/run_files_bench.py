@@ -77,14 +77,14 @@ def run_engine(
         "run": name,
         "flags": " ".join(flags),
         "events": lines,
-        "batches": summary["batches"],
+        "batches": summary["checkpoint"]["batches"],
         "wall_s": round(measured.seconds, 1),
         "events_per_s_wall": round(lines / measured.seconds),
         "events_per_s_after_session_start": round(lines / float(summary["seconds"])),
         "events_per_s_steady": steady_rate(ck / "sparkcep" / "metrics"),
-        "late": summary["late"],
+        "late": summary["checkpoint"]["late"],
         "peak_rss_mb": round(measured.peak_rss_mb),
-        "outputs": sum(summary["outputs"].values()),
+        "outputs": sum(summary["checkpoint"]["outputs"].values()),
         "same_as_oracle": read_all_outputs(out) == expected,
     }
 

@@ -123,7 +123,7 @@ def fanout(run: SparkRun, lines: int) -> int:
     from the run itself (input rows / lines, the end-of-input flush adds a single row) so it cannot drift
     from how the adapter routes.
     """
-    return max(1, round(int(run.summary["input_rows"]) / lines))
+    return max(1, round(int(run.summary["checkpoint"]["records"]) / lines))
 
 
 def data_batches(run: SparkRun) -> list[dict[str, Any]]:
@@ -153,10 +153,10 @@ def spark_row(label: str, engine: str, run: SparkRun, lines: int, same: bool | N
         "events_per_s_steady": steady_rate(run, lines),
         "peak_rss_mb": round(m.peak_rss_mb),
         "cpu_s": round(m.cpu_seconds, 1),
-        "batches": run.summary["batches"],
-        "late": run.summary["late"],
+        "batches": run.summary["checkpoint"]["batches"],
+        "late": run.summary["checkpoint"]["late"],
         "alerts": len(run.alerts),
-        "alerts_by_type": run.summary["outputs"],
+        "alerts_by_type": run.summary["checkpoint"]["outputs"],
         "state_bytes_peak": run.summary["state_bytes_peak"],
         "buffered_events_peak": run.summary["buffered_events_peak"],
         "same_alerts": same,
@@ -361,7 +361,7 @@ def bench_flatness(days: list[int], workdir: Path) -> list[Row]:
                 "event_time_days": round((sim.max_time_ms - sim.min_time_ms) / 86_400_000, 2),
                 "events": sim.lines,
                 "files": len(sim.files),
-                "batches": run.summary["batches"],
+                "batches": run.summary["checkpoint"]["batches"],
                 "wall_s": round(m.seconds, 1),
                 "events_per_s_wall": round(sim.lines / m.seconds),
                 "events_per_s_steady": steady_rate(run, sim.lines),
@@ -374,7 +374,7 @@ def bench_flatness(days: list[int], workdir: Path) -> list[Row]:
                 "peak_rss_mb": round(m.peak_rss_mb),
                 "cpu_s": round(m.cpu_seconds, 1),
                 "alerts": len(run.alerts),
-                "late": run.summary["late"],
+                "late": run.summary["checkpoint"]["late"],
                 "load_avg_1m_before": load,
             }
         )

@@ -153,7 +153,7 @@ def main() -> None:
                 "run": label, "events": len(lines), "wall_s": round(measured.seconds, 1),
                 "events_per_s_wall": round(len(lines) / measured.seconds),
                 "events_per_s_after_session_start": round(len(lines) / float(summary["seconds"])),
-                "batches": summary["batches"], "late": summary["late"],
+                "batches": summary["checkpoint"]["batches"], "late": summary["checkpoint"]["late"],
                 "peak_rss_mb": round(measured.peak_rss_mb), "same_as_oracle": result["outputs"] == expected,
                 "complex_events": len(result["outputs"]), "kafka": in_kafka,
             })  # fmt: skip

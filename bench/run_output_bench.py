@@ -112,7 +112,7 @@ def dead_letters(workdir: Path, lines: int, codes: dict[str, Path]) -> list[dict
         measured = run(sources, args)
         written[code] = records(base / "out")
         summary = measured.pop("summary")
-        rows.append({"code": code, "dead_letters": summary["dead_letters"], **measured})
+        rows.append({"code": code, "dead_letters": summary["checkpoint"]["dead_letters"], **measured})
     first, *others = written.values()
     assert all(other == first for other in others), "the codes wrote different records"
     return rows

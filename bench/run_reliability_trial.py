@@ -123,7 +123,7 @@ def hostile_part(work: Path, count: int) -> dict[str, Any]:
         "kinds_accepted_as_events": sorted(kind for kind, c in outcome.items() if c["accepted as an event"]),
         "clean_outputs_equal_oracle": got == expected,
         "clean_outputs": len(expected),
-        "summary_dead_letters": summary["dead_letters"],
+        "summary_dead_letters": summary["checkpoint"]["dead_letters"],
     }
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
-from sparkcep.io.postgres import PostgresAlertStore, open_alert_sinks
+from sparkcep.io.postgres import MIGRATIONS, PostgresAlertStore, open_alert_sinks
 from sparkcep.outputs import key_text
 from sparkcep.store.records import StoreError
 
@@ -76,13 +76,15 @@ def test_the_console_reads_the_job_s_table_without_ddl_rights(postgres_db: str) 
     from sparkcep.console.alert_sources import AlertQuery
     from sparkcep.console.postgres_alerts import PostgresAlertSource
 
-    with pytest.raises(StoreError, match=r"has no alerts table yet; expected version 2.*sparkcep run --alert-store"):
+    expected = rf"has no alerts table yet; expected version {len(MIGRATIONS)} in schema 'sparkcep'.*sparkcep run"
+    with pytest.raises(StoreError, match=expected):
         PostgresAlertSource(postgres_db)  # no job has written here: the console creates nothing
     store = PostgresAlertStore(postgres_db)  # the job owns the schema
     role = f"reader_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(postgres_db, autocommit=True) as conn:
         conn.execute(f"CREATE ROLE {role} LOGIN")  # type: ignore[arg-type]  # generated name
-        conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")  # type: ignore[arg-type]
+        conn.execute(f"GRANT USAGE ON SCHEMA sparkcep TO {role}")  # type: ignore[arg-type]
+        conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA sparkcep TO {role}")  # type: ignore[arg-type]
         conn.execute(f"REVOKE CREATE ON SCHEMA public FROM PUBLIC, {role}")  # type: ignore[arg-type]
     reader = _as_role(postgres_db, role)
     with psycopg.connect(reader) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
@@ -97,21 +99,23 @@ def test_the_console_reads_the_job_s_table_without_ddl_rights(postgres_db: str) 
 
 
 def test_a_table_an_earlier_console_extended_is_taken_over_by_the_job_s_migrations(postgres_db: str) -> None:
+    import pg_legacy
     import psycopg
 
-    from sparkcep.io.postgres import MIGRATIONS, SCHEMA_TABLE
-    from sparkcep.store.postgres import applied_version, apply_migrations
+    from sparkcep.io.postgres import COMPONENT
+    from sparkcep.store.pg_schema import recorded_version
 
     # Before: the job's first migration, and the console's own history adding the arrival column.
-    with psycopg.connect(postgres_db) as conn, conn.transaction():
-        apply_migrations(conn, "alert store", SCHEMA_TABLE, MIGRATIONS[:1])
-        apply_migrations(conn, "alert store (console)", "sparkcep_console_alert_schema", [MIGRATIONS[1][:-1]])
+    pg_legacy.create(postgres_db, rules=False, alerts=1, console=True)
     store = PostgresAlertStore(postgres_db)
     with psycopg.connect(postgres_db) as conn:
-        assert applied_version(conn, SCHEMA_TABLE) == len(MIGRATIONS)
-        gone = conn.execute("SELECT to_regclass('sparkcep_console_alert_schema') IS NULL").fetchone()
+        assert recorded_version(conn, "sparkcep", "alerts") == COMPONENT.latest
+        gone = conn.execute(
+            "SELECT to_regclass('public.sparkcep_console_alert_schema') IS NULL "
+            "AND to_regclass('public.sparkcep_alert_schema') IS NULL"
+        ).fetchone()
         assert gone == (True,)
     lines = [line("PAY", T0 + i * MINUTE, f"e{i}", payerId=1) for i in range(3)]
     assert store.write_batch(1, batch_outputs(LocalRunner(Program(ruleset(RULE)), 5_000).run([lines]).outputs)) == 2
     with psycopg.connect(postgres_db) as conn:
-        assert conn.execute("SELECT COUNT(arrival) FROM sparkcep_alerts").fetchone() == (2,)
+        assert conn.execute("SELECT COUNT(arrival) FROM sparkcep.sparkcep_alerts").fetchone() == (2,)

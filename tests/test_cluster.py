@@ -200,7 +200,7 @@ def test_a_cluster_run_whose_rule_changes_mid_run_in_the_store_matches_the_oracl
         name: reference[name] for name in ("_late", "_deadletter")
     }
     assert set(got) == set(reference)  # no _errors
-    assert summary["late"] == 1 and summary["dead_letters"] == 3
+    assert summary["checkpoint"]["late"] == 1 and summary["checkpoint"]["dead_letters"] == 3
     app = max(cluster.master_state()["completedapps"], key=lambda a: a["starttime"])
     assert app["state"] == "FINISHED"
     # The work ran on the workers' executors, one on each worker.
@@ -232,4 +232,4 @@ def test_b_a_worker_killed_mid_run_the_job_finishes_with_local_modes_outputs(
     assert done_at_kill <= 2 and batches_done(checkpoint) >= FILES + 1, "most batches ran after the kill"
     assert output_lines(tmp_path / "out") == workload.reference
     assert read_all_outputs(tmp_path / "out") == canonical(oracle.evaluate(load_rules(RULES), workload.on_time).outputs)
-    assert summary["late"] == 1
+    assert summary["checkpoint"]["late"] == 1

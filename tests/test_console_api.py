@@ -20,10 +20,11 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient` is deprecated")
     from fastapi.testclient import TestClient
 from sparkcep.console import ConsoleSettings, create_app
-from sparkcep.console.health import compute_health, metrics_from_json
+from sparkcep.console.health import compute_health
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
 from sparkcep.io.postgres import PostgresAlertStore
+from sparkcep.metrics_files import metrics_from_json
 from sparkcep.outputs import BatchMetrics
 from sparkcep.store import RuleStore, open_store, summary_sentence
 from sparkcep.store.quarantine import QUARANTINE_AUTHOR
@@ -81,7 +82,8 @@ class Job:
         return ConsoleSettings(**{**base, **changes})
 
     def client(self, **changes: Any) -> TestClient:
-        return TestClient(create_app(self.settings(**changes)))
+        """A client that sends the token with every request (reads need it too); a test of refusals overrides it."""
+        return TestClient(create_app(self.settings(**changes)), headers=AUTH)
 
     def write_alerts(self, event_type: str, batch: int, records: list[dict[str, Any]]) -> None:
         directory = self.output / event_type
@@ -271,7 +273,8 @@ def test_writes_need_the_token(job: Job) -> None:
         wrong = client.request(method, path.replace("{rule_id}", "busy"), headers={"Authorization": "Bearer x"})
         assert wrong.status_code == 403, (method, path)
     assert job.store.head() == 1
-    assert client.get("/api/rules").status_code == 200  # reads need none
+    assert client.get("/api/rules").status_code == 401  # reads need it too (tests/test_console_security.py)
+    assert client.get("/api/rules", headers=AUTH).status_code == 200
 
 
 def test_pause_resume_and_delete_record_versions(job: Job) -> None:
@@ -460,7 +463,7 @@ def test_backtest_counts_the_alerts_of_a_draft_over_a_time_range(job: Job) -> No
     bad = client.post("/api/backtest", json={"rule": {**draft, "window": "0"}}, headers=AUTH)
     assert bad.status_code == 422 and bad.json()["errors"][0]["field"] == "window"
     assert client.post("/api/backtest", json={"rule": draft, "since": "yesterday"}, headers=AUTH).status_code == 422
-    assert client.post("/api/backtest", json={"rule": draft}).status_code == 401
+    assert TestClient(client.app).post("/api/backtest", json={"rule": draft}).status_code == 401  # no token
 
 
 def test_backtest_of_a_draft_pattern_shows_its_matched_events(job: Job) -> None:
@@ -633,7 +636,7 @@ def test_the_stream_delivers_alerts_written_after_it_opened(job: Job, served: st
     [payer_two] = [r for r in aggregate if r["key"] == {"payerId": 2}]
     job.write_alerts("ALERT", 1, [payer_two])  # before the stream: not sent
     stream = f"{served}/api/alerts/stream"
-    with httpx.stream("GET", stream, params={"rule_id": "busy", "key": "2"}, timeout=10) as response:
+    with httpx.stream("GET", stream, params={"rule_id": "busy", "key": "2"}, headers=AUTH, timeout=10) as response:
         assert response.headers["content-type"].startswith("text/event-stream")
         lines = (line for line in response.iter_lines() if line)  # events end with a blank line
         assert next(line for line in lines if line.startswith(":")) == ": connected"
@@ -715,20 +718,24 @@ def test_the_page_and_its_static_files(job: Job, tmp_path: Path) -> None:
 def test_the_openapi_document_describes_every_route(job: Job) -> None:
     from fastapi.routing import APIRoute
 
-    from sparkcep.console import alerts_api, backtest_api, health_api, rules_api
+    from sparkcep.console import alerts_api, backtest_api, health_api, metrics_api, records_api, rules_api
 
     app = create_app(job.settings())
     document = TestClient(app).get("/openapi.json").json()
-    routers = (rules_api.router, rules_api.writes, backtest_api.router, alerts_api.router, health_api.router, app)
+    routers = (
+        rules_api.router, rules_api.writes, backtest_api.router, alerts_api.router, health_api.router,
+        records_api.router, metrics_api.router, app,
+    )  # fmt: skip
     served = {
         (method.lower(), route.path)
         for router in routers
         for route in router.routes
-        if isinstance(route, APIRoute)
+        if isinstance(route, APIRoute) and route.include_in_schema  # not /docs and its files
         for method in route.methods or ()
     }
     documented = {(method, path) for path, operations in document["paths"].items() for method in operations}
-    assert documented == served and len(served) == 14
+    assert documented == served and len(served) == 17
+    assert document["security"] == [{"HTTPBearer": []}]
     schemas = document["components"]["schemas"]
     assert "HTTPValidationError" not in schemas  # every refusal is an ErrorResponse, FastAPI's own checks too
     for method, path in sorted(documented):
@@ -741,6 +748,8 @@ def test_the_openapi_document_describes_every_route(job: Job) -> None:
             assert list(content) == ["text/html"]
         elif path == "/api/alerts/stream":
             assert list(content) == ["text/event-stream"] and "Alert" in operation["responses"][ok]["description"]
+        elif path == "/metrics":
+            assert list(content) == ["text/plain"]  # Prometheus' text format
         else:
             schema = content["application/json"]["schema"]
             ref = schema.get("$ref") or schema["items"]["$ref"]
@@ -750,7 +759,9 @@ def test_the_openapi_document_describes_every_route(job: Job) -> None:
                 assert response["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorResponse"), where
         writes = method != "get"
         assert (operation.get("security") == [{"HTTPBearer": []}]) == writes, where
-        assert writes == ({"401", "403"} <= set(operation["responses"])), where
+        # Reads need the token too (the document's own "security"), except the page; a foreign Host gets 421.
+        assert (path != "/") == ({"401", "403"} <= set(operation["responses"])), where
+        assert "421" in operation["responses"], where
         if method in ("post", "put") and not path.endswith(("/pause", "/resume")):
             body = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"]
             assert body.removeprefix("#/components/schemas/") in schemas, where
@@ -777,6 +788,7 @@ def test_alerts_from_the_postgres_alert_store(job: Job, postgres_db: str) -> Non
     import psycopg
 
     from sparkcep.console.postgres_alerts import PostgresAlertSource
+    from sparkcep.store.pg_schema import timestamp_of
 
     aggregate, pattern = job_alerts()
     sink = PostgresAlertStore(postgres_db)
@@ -803,9 +815,9 @@ def test_alerts_from_the_postgres_alert_store(job: Job, postgres_db: str) -> Non
     # visible after the later one was streamed, and must still be streamed.
     with psycopg.connect(postgres_db) as slow:
         slow.execute(
-            "INSERT INTO sparkcep_alerts (event_id, event_type, rule_id, key_text, occurred_at_ms, record, batch_id, "
-            "written_at) VALUES (%s, 'ALERT', 'busy', 'payerId=2', %s, %s, 3, 'now')",
-            (aggregate[2]["event_id"], T0, json.dumps(aggregate[2])),
+            "INSERT INTO sparkcep.sparkcep_alerts (event_id, event_type, rule_id, key_text, occurred_at, record, "
+            "batch_id, written_at) VALUES (%s, 'ALERT', 'busy', 'payerId=2', %s, %s, 3, now())",
+            (aggregate[2]["event_id"], timestamp_of(T0), json.dumps(aggregate[2])),
         )
         sink.write_batch(4, outputs_of([{**pattern[0], "event_id": "later"}]))
         assert [r["event_id"] for r in tail.poll()] == ["later"]

@@ -1,12 +1,13 @@
-"""``sparkcep console``: its options, the address it binds by default, and how it hands out the write token.
+"""``sparkcep console``: its options, the address it binds by default, and how it hands out the token.
 
-uvicorn.run is replaced by a recorder, so these tests check what the command would serve without a socket.
+Binding and serving are replaced by a recorder, so these tests check what the command would serve without a
+socket; tests/test_console_security.py runs the command for real on a port that is taken.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from click.testing import CliRunner
@@ -15,16 +16,37 @@ from sparkcep.cli import main
 from sparkcep.cli.console import DEFAULT_TOKEN_ENV
 from sparkcep.console import ConsoleSettings
 
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+from sparkcep.store import open_store
+
 
 @pytest.fixture
 def served(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    """What ``uvicorn.run`` was called with, instead of serving."""
-    import uvicorn
+    """The address the command would listen on and the app it would serve, instead of binding and serving."""
+    from sparkcep.cli import console as command
 
     calls: list[dict[str, Any]] = []
-    monkeypatch.setattr(uvicorn, "run", lambda app, **options: calls.append({"app": app, **options}))
+
+    def listen(host: str, port: int) -> list[Any]:
+        calls.append({"host": host, "port": port})
+        return [FakeSocket(host, port)]
+
+    def serve(app: FastAPI, listeners: list[Any]) -> None:
+        calls[-1]["app"] = app
+
+    monkeypatch.setattr(command, "listen", listen)
+    monkeypatch.setattr(command, "serve", serve)
     monkeypatch.delenv(DEFAULT_TOKEN_ENV, raising=False)
     return calls
+
+
+class FakeSocket:
+    def __init__(self, host: str, port: int) -> None:
+        self.address = (host, port)
+
+    def getsockname(self) -> tuple[str, int]:
+        return self.address
 
 
 def settings_of(call: dict[str, Any]) -> ConsoleSettings:
@@ -37,7 +59,7 @@ def test_help_lists_every_option() -> None:
     result = CliRunner().invoke(main, ["console", "--help"])
     assert result.exit_code == 0, result.output
     for option in ("--config", "--store", "--output", "--checkpoint", "--input", "--alerts", "--watermark-delay",
-                   "--host", "--port", "--token-env"):  # fmt: skip
+                   "--host", "--port", "--token-env", "--public-read", "--allowed-host"):  # fmt: skip
         assert option in result.output
     assert "127.0.0.1" in result.output
     assert "console" in CliRunner().invoke(main, ["--help"]).output
@@ -47,6 +69,7 @@ def test_binds_to_loopback_by_default_and_prints_a_fresh_token_once(
     served: list[dict[str, Any]], tmp_path: Path
 ) -> None:
     store = f"sqlite:{tmp_path / 'rules.db'}"
+    open_store(store)  # the console reads an existing store
     result = CliRunner().invoke(main, ["console", "--store", store, "--output", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     [call] = served
@@ -87,6 +110,7 @@ def test_options_override_the_pipeline_file_and_bad_sources_fail_at_start(
         "sinks: {files: out}\ncheckpoint: ck\nwatermark_delay: 30s\n",
         encoding="utf-8",
     )
+    open_store(tmp_path / "rules.db")
     result = CliRunner().invoke(main, ["console", "--config", str(config), "--watermark-delay", "2s"])
     assert result.exit_code == 0, result.output
     settings = settings_of(served[0])

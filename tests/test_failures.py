@@ -21,6 +21,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -415,7 +416,8 @@ def test_cli_usage_errors_and_own_errors_stay_as_they_were(tmp_path: Path) -> No
     rules = tmp_path / "rules.json"
     rules.write_text(json.dumps({"rules": [{"id": "r", "type": "nonsense"}]}))
     own = _invoke(["run", "--rules", str(rules), "--input", str(tmp_path / "in"), "--output",
-                   str(tmp_path / "out"), "--checkpoint", str(tmp_path / "ck"), "--until-caught-up"])  # fmt: skip
+                   str(tmp_path / "out"), "--checkpoint", str(tmp_path / "ck"), "--until-caught-up",
+                   "--create-input"])  # fmt: skip
     assert own.exit_code == 1
     assert own.stderr.startswith("Error: rule ") and "Full trace" not in own.stderr
 
@@ -423,7 +425,8 @@ def test_cli_usage_errors_and_own_errors_stay_as_they_were(tmp_path: Path) -> No
 def test_cli_refuses_a_checkpoint_whose_spark_part_is_gone(tmp_path: Path) -> None:
     checkpoint = _fake_checkpoint(tmp_path / "ck", query=False, own=True)
     result = _invoke(["run", "--rules", str(ORDER_RULES), "--input", str(tmp_path / "in"), "--output",
-                      str(tmp_path / "out"), "--checkpoint", str(checkpoint), "--until-caught-up"])  # fmt: skip
+                      str(tmp_path / "out"), "--checkpoint", str(checkpoint), "--until-caught-up",
+                      "--create-input"])  # fmt: skip
     assert result.exit_code == 1
     lines = result.stderr.strip().splitlines()
     assert lines[0].startswith(f"Error: checkpoint directory {checkpoint} is missing or incomplete: ")
@@ -472,10 +475,12 @@ def test_cli_runner_errors_become_messages(
     it, reaches the user as a message with a fix (the runner is stubbed: no Spark here)."""
     import sparkcep.spark.jobs
 
-    monkeypatch.setattr(sparkcep.spark.jobs, "get_or_create_session", lambda *_a, **_k: object())
+    session = SimpleNamespace(sparkContext=SimpleNamespace(uiWebUrl=None))  # a Spark session without the UI
+    monkeypatch.setattr(sparkcep.spark.jobs, "get_or_create_session", lambda *_a, **_k: session)
     monkeypatch.setattr(sparkcep.spark.jobs, "Pipeline", _failing_pipeline(error))
     result = _invoke(["run", "--rules", str(ORDER_RULES), "--input", str(tmp_path / "in"), "--output",
-                      str(tmp_path / "out"), "--checkpoint", str(tmp_path / "ck"), "--until-caught-up"])  # fmt: skip
+                      str(tmp_path / "out"), "--checkpoint", str(tmp_path / "ck"), "--until-caught-up",
+                      "--create-input"])  # fmt: skip
     assert result.exit_code == 1
     lines = result.stderr.strip().splitlines()
     assert lines[0] == first
@@ -500,7 +505,7 @@ def _run_cli(args: list[str], env: dict[str, str] | None = None, prefix: list[st
 
 def _run_args(input_dir: Path, output: Path, checkpoint: Path) -> list[str]:
     return ["run", "--rules", str(ORDER_RULES), "--input", str(input_dir), "--output", str(output),
-            "--checkpoint", str(checkpoint), "--until-caught-up"]  # fmt: skip
+            "--checkpoint", str(checkpoint), "--until-caught-up", "--create-input"]  # fmt: skip
 
 
 def test_cli_without_java(tmp_path: Path) -> None:
@@ -529,7 +534,7 @@ def test_cli_with_java_home_pointing_nowhere(tmp_path: Path) -> None:
 def test_cli_run_with_an_unreachable_rule_store(tmp_path: Path) -> None:
     env = {**os.environ, "PGPASSWORD": "hunter2-secret"}
     args = ["run", "--rules-store", CLOSED_PG, "--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"),
-            "--checkpoint", str(tmp_path / "ck"), "--until-caught-up"]  # fmt: skip
+            "--checkpoint", str(tmp_path / "ck"), "--until-caught-up", "--create-input"]  # fmt: skip
     done = _run_cli(args, env)
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()

@@ -413,7 +413,7 @@ def test_a_bounded_run_and_a_backtest_read_files_aligned_by_default(
         def to_json(self) -> dict[str, object]:
             return {}
 
-    def run_job(job: sparkcep.spark.jobs.Job, session: object) -> Result:
+    def run_job(job: sparkcep.spark.jobs.Job, session: object, *_: object, **__: object) -> Result:
         jobs.append(job)
         return Result()
 

@@ -24,10 +24,11 @@ from sparkcep.failures import check_checkpoint_complete
 from sparkcep.io.files import FileSource
 from sparkcep.io.storage import location
 from sparkcep.rules.model import load_rules
+from sparkcep.run_summary import RunSummary
 from sparkcep.simulate import generate_orders
 from sparkcep.spark import runner
 from sparkcep.spark.rescale import RescaleError, check_rescale, rescale
-from sparkcep.spark.runner import Pipeline, RunConfig, RunSummary
+from sparkcep.spark.runner import Pipeline, RunConfig
 from sparkcep.timeutil import parse_event_time
 
 from helpers import order, parcel

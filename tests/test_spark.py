@@ -22,8 +22,9 @@ from sparkcep.core.program import Program
 from sparkcep.io.files import FileSource
 from sparkcep.outputs import canonical, read_all_outputs, read_jsonl_dir, read_metrics
 from sparkcep.rules.model import RuleSet, load_rules, parse_rules
+from sparkcep.run_summary import RunSummary
 from sparkcep.simulate import generate_orders
-from sparkcep.spark.runner import Pipeline, RunConfig, RunSummary
+from sparkcep.spark.runner import Pipeline, RunConfig
 from sparkcep.timeutil import parse_event_time
 
 from helpers import COMPLETION_RULE, INACTIVITY_RULE, MINUTE, T0, order, parcel, ruleset, track
@@ -181,7 +182,7 @@ def test_streaming_run_picks_up_new_files_while_it_runs(spark: SparkSession, tmp
     query = pipeline.start(available_now=False)
     try:
         write_batches(tmp_path / "in", [[track("d1", T0), track("d2", T0)]])
-        wait_for(lambda: pipeline.summary(0).input_rows >= 2)
+        wait_for(lambda: pipeline.summary(0).checkpoint.records >= 2)
         assert read_all_outputs(tmp_path / "out") == []
         (tmp_path / "in" / "later.jsonl").write_text(track("d2", T0 + 11 * MINUTE) + "\n", encoding="utf-8")
         # The next file moves the watermark past both timeouts; Spark runs a no-data batch for that.
@@ -223,7 +224,7 @@ def arrive(input_dir: Path, index: int, lines: list[str]) -> None:
 
 
 def test_hard_kill_and_restart_loses_nothing_and_duplicates_nothing(tmp_path: Path) -> None:
-    sim = generate_orders(tmp_path / "in", 6_000, seed=11, files=12, mean_gap_ms=1_200_000)
+    sim = generate_orders(tmp_path / "in", 6_000, seed=11, files=8, mean_gap_ms=1_200_000)
     args = [
         sys.executable,
         "-m",
@@ -242,6 +243,7 @@ def test_hard_kill_and_restart_loses_nothing_and_duplicates_nothing(tmp_path: Pa
         "8",
         "--state-page-keys",  # many small pages: each batch reads and writes only some of them
         "4",
+        "--no-aligned-backfill",  # a file per batch (aligned, a few large batches end the run before the kill)
     ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     first = subprocess.Popen(
@@ -253,7 +255,10 @@ def test_hard_kill_and_restart_loses_nothing_and_duplicates_nothing(tmp_path: Pa
     finally:
         os.killpg(first.pid, signal.SIGKILL)  # the JVM too: nothing gets to finish cleanly
         first.wait()
+    assert first.returncode == -signal.SIGKILL, "the first run must still be going when it is killed"
     done_before = len(list(metrics.glob("batch-*.json")))
+    status = json.loads((tmp_path / "ck" / "sparkcep" / "status.json").read_text())
+    assert status["state"] == "running" and status["pid"] == first.pid  # killed: it could not say so
     assert 4 <= done_before < len(sim.files) + 2, "the kill must land mid-way"
     assert any(0 < m.pages_written < m.pages for m in read_metrics(metrics)), "batches touched only some pages"
     second = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900, check=False)
@@ -263,7 +268,15 @@ def test_hard_kill_and_restart_loses_nothing_and_duplicates_nothing(tmp_path: Pa
     expected = canonical(oracle.evaluate_dir(ORDER_RULES, tmp_path / "in").outputs)
     assert len({r["event_id"] for r in actual}) == len(actual)
     assert actual == expected
-    assert summary["accepted"] == sim.events + sim.duplicates
+    assert json.loads((tmp_path / "ck" / "sparkcep" / "status.json").read_text())["state"] == "stopped"
+    totals, this_run = summary["checkpoint"], summary["this_run"]
+    assert totals["accepted"] == sim.events + sim.duplicates
+    # The rerun's own figures are apart from the checkpoint's: it did the batches the killed run had not done.
+    assert this_run["batches"] == totals["batches"] - done_before
+    assert 0 < this_run["records"] < totals["records"] == sim.events + sim.duplicates
+    for figures in (this_run, totals):
+        parts = ("used", "late", "duplicates", "refused", "skipped")
+        assert figures["records"] == sum(figures[name] for name in parts), figures
 
 
 def fraud_rules() -> RuleSet:
@@ -342,7 +355,7 @@ def test_aggregate_rules_live_run_equals_backtest_and_oracle(spark: SparkSession
         for index, batch in enumerate(batches):  # files arrive one by one while the query runs
             arrive(tmp_path / "in", index, batch)
             arrived = sum(len(b) for b in batches[: index + 1])
-            wait_for(lambda arrived=arrived: live.summary(0).input_rows >= groupings * arrived)
+            wait_for(lambda arrived=arrived: live.summary(0).checkpoint.records >= groupings * arrived)
     finally:
         query.stop()
     live.run_until_caught_up()  # the live job, ended in event time

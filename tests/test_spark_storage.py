@@ -55,7 +55,7 @@ def test_a_run_given_file_uris_and_a_relative_checkpoint_writes_where_they_point
     assert os.listdir(elsewhere) == ["ck"]  # the checkpoint, and nothing else, where the command ran
     assert (elsewhere / "ck" / "sparkcep" / "run.json").is_file() and (elsewhere / "ck" / "query" / "commits").is_dir()
     summary = json.loads((data / "out" / "_summary.json").read_text(encoding="utf-8"))
-    assert summary["output_dir"] == str(data / "out") and summary["dead_letters"] == len(dead)
+    assert summary["output_dir"] == str(data / "out") and summary["checkpoint"]["dead_letters"] == len(dead)
     # Every output file is named by its batch and the task that wrote it, and the staging area is gone.
     names = {path.name for path in (data / "out").glob("*/part-*.jsonl")}
     assert names and all(len(name.split("-")) == 3 for name in names)

@@ -27,7 +27,8 @@ from sparkcep.store import (
 )
 from sparkcep.store import postgres as postgres_module
 from sparkcep.store import sqlite as sqlite_module
-from sparkcep.store.postgres import PostgresStore, redacted
+from sparkcep.store.pg_url import redacted
+from sparkcep.store.postgres import PostgresStore
 
 from helpers import COMPLETION_RULE, INACTIVITY_RULE, T0
 
@@ -303,19 +304,28 @@ def test_sqlite_migrations_run_once(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 
 def test_postgres_migrations_run_once_and_passwords_stay_out(postgres_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
     import psycopg
 
+    from sparkcep.store.pg_schema import Migration
+
     PostgresStore(postgres_db).add(BIG)
-    assert PostgresStore(postgres_db).schema_version() == len(postgres_module.MIGRATIONS) == 1
-    extra = ("ALTER TABLE sparkcep_rule_versions ADD COLUMN note TEXT",)
-    monkeypatch.setattr(postgres_module, "MIGRATIONS", [*postgres_module.MIGRATIONS, extra])
+    latest = len(postgres_module.MIGRATIONS)
+    assert PostgresStore(postgres_db).schema_version() == latest
+    extra = Migration("a note per version", ("ALTER TABLE sparkcep_rule_versions ADD COLUMN note TEXT",))
+    longer = dataclasses.replace(postgres_module.COMPONENT, migrations=(*postgres_module.MIGRATIONS, extra))
+    monkeypatch.setattr(postgres_module, "COMPONENT", longer)
     store = PostgresStore(postgres_db)
     PostgresStore(postgres_db)  # the column exists now: running the migration again would fail
     with psycopg.connect(postgres_db) as conn:
-        rows = conn.execute("SELECT version FROM sparkcep_schema_version ORDER BY version").fetchall()
-    assert rows == [(1,), (2,)] and store.schema_version() == 2 and store.head() == 1
-    monkeypatch.setattr(postgres_module, "MIGRATIONS", postgres_module.MIGRATIONS[:1])
-    with pytest.raises(StoreError, match="schema version 2; this sparkcep knows up to 1"):
+        rows = conn.execute(
+            "SELECT version FROM sparkcep.sparkcep_migrations WHERE component = 'rules' ORDER BY version"
+        ).fetchall()
+    assert rows == [(n,) for n in range(1, latest + 2)]
+    assert store.schema_version() == latest + 1 and store.head() == 1
+    monkeypatch.setattr(postgres_module, "COMPONENT", dataclasses.replace(longer, migrations=longer.migrations[:-1]))
+    with pytest.raises(StoreError, match=f"at version {latest + 1} .*knows up to version {latest}: upgrade sparkcep"):
         PostgresStore(postgres_db)
     assert redacted("postgresql://ana:s3cret@db:5432/rules") == "postgresql://ana:***@db:5432/rules"
 

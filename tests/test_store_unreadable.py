@@ -64,8 +64,13 @@ def write_by_hand(spec: str, store: RuleStore, rule: Any, effective_from_ms: int
     else:
         import psycopg
 
+        from sparkcep.store.pg_schema import timestamp_of
+
         with psycopg.connect(spec) as conn:
-            conn.execute("INSERT INTO sparkcep_rule_versions VALUES (%s, %s, %s, %s, %s, %s, %s, %s)", row)
+            conn.execute(
+                "INSERT INTO sparkcep.sparkcep_rule_versions VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                (*row[:3], timestamp_of(effective_from_ms), *row[4:]),
+            )
 
 
 def filled(spec: str, bad: Any) -> RuleStore:

@@ -3,7 +3,7 @@
 ::
 
     source:
-      type: kafka                       # or: files (path: DIR, max_files_per_trigger: 1, backfill: {...})
+      type: kafka                       # or: files (path: DIR, create: false, max_files_per_trigger: 1, backfill: ...)
       bootstrap_servers: 127.0.0.1:9092
       topics: [orders]
       starting_offsets: earliest        # latest, or an event time (ISO-8601 or epoch ms)
@@ -16,7 +16,7 @@
     sinks:
       files: out/                       # always: outputs, _late/, _deadletter/, _errors/, _summary.json
       kafka: {bootstrap_servers: 127.0.0.1:9092, topic_prefix: "cep.", include: [_deadletter]}
-      postgres: [postgresql://cep@db:5432/alerts]
+      postgres: [postgresql://cep@db:5432/alerts]   # ?schema=NAME: tables in that schema (default sparkcep)
     checkpoint: ck/
     watermark_delay: 5s
     max_time_ahead: 1d                # later event times are dead letters; "off": no bound
@@ -45,6 +45,8 @@ from sparkcep.io.kafka.client import KafkaError, check_no_inline_secrets
 from sparkcep.io.storage import local_path_of, location, scheme_of
 from sparkcep.rules.base import DurationMs
 from sparkcep.store import store_spec_relative_to
+from sparkcep.store.pg_url import parse_url
+from sparkcep.store.records import StoreError
 from sparkcep.timeutil import DEFAULT_MAX_AHEAD_MS, positive_duration
 
 
@@ -79,6 +81,8 @@ class Backfill(_Strict):
 class FilesSourceConfig(_Strict):
     type: Literal["files"]
     path: str  # a path (relative to this file) or a URI (sparkcep.io.storage)
+    # A missing path is refused (a typo would otherwise run on nothing); true: create it and wait for files.
+    create: bool = False
     max_files_per_trigger: int = Field(default=1, ge=1)
     # None: aligned in a bounded run (trigger until_caught_up or --until-caught-up), whole files when streaming
     backfill: Backfill | None = None
@@ -94,6 +98,10 @@ class KafkaSourceConfig(_Strict):
     backfill: Backfill | None = None
     properties: dict[str, str] = Field(default_factory=dict)
     implementation: Literal["python", "spark-connector"] = "python"
+    # After each batch its end offsets are committed to this consumer group, for lag tools only (the checkpoint
+    # stays the truth). None: "sparkcep-" and a hash of the checkpoint path; commit_offsets: false turns it off.
+    consumer_group: str | None = Field(default=None, min_length=1)
+    commit_offsets: bool = True
 
     _secrets = field_validator("properties")(lambda value: _no_inline_secrets(value, "source.properties"))
 
@@ -106,8 +114,19 @@ class KafkaSinkConfig(_Strict):
     include: list[str] = Field(default_factory=list)
     marker_topic: str = "sparkcep-sink-commits"
     properties: dict[str, str] = Field(default_factory=dict)
+    # Topics the sink creates when missing (existing ones are left as they are); replication -1: the broker's
+    # default.replication.factor
+    partitions: int = Field(default=1, ge=1)
+    replication_factor: int = Field(default=-1, ge=-1)
 
     _secrets = field_validator("properties")(lambda value: _no_inline_secrets(value, "sinks.kafka.properties"))
+
+    @field_validator("replication_factor")
+    @classmethod
+    def _replication(cls, value: int) -> int:
+        if value == 0:
+            raise ValueError("expected a replication factor of 1 or more, or -1 for the broker's default")
+        return value
 
 
 class Sinks(_Strict):
@@ -125,6 +144,10 @@ class Sinks(_Strict):
                 raise ValueError(f"expected 'postgresql://user@host:port/db', got {url!r}")
             if urlsplit(url).password is not None:
                 raise ValueError("a URL without password (it comes from PGPASSWORD or ~/.pgpass)")
+            try:
+                parse_url(url, "alert store")  # ?schema=NAME: the PostgreSQL schema of sparkcep's tables
+            except StoreError as exc:
+                raise ValueError(str(exc)) from None
         return value
 
 

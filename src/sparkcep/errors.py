@@ -17,6 +17,7 @@ a message without a traceback. The whole tree (``tests/test_errors.py`` keeps it
     ├── ExpressionError       expr/ast.py         a filter or condition expression cannot be parsed or evaluated
     ├── ConfigError           config.py           a pipeline file is invalid (names file and field)
     ├── KafkaError            io/kafka/client.py  Kafka cannot be reached or answers with an error
+    ├── ProduceError          io/kafka/produce.py input files or a topic that `sparkcep produce` cannot load
     ├── StoreError            store/records.py    a rule store cannot be used (unknown spec, unreadable, newer schema)
     └── StorageError          io/storage.py       a path or URI cannot be used (no file system for its scheme)
 

@@ -33,6 +33,10 @@ LATE_DIR = "_late"
 DEADLETTER_DIR = "_deadletter"
 ERRORS_DIR = "_errors"
 _METRIC_FIELDS = ("rows", "accepted", "late", "dead", "outputs", "errors")
+# Counts a metrics row of an older sparkcep may lack (read as 0).
+_OPTIONAL_COUNTS = (
+    "control", "refused", "skipped", "pages", "pages_read", "keys_read", "pages_written", "bytes_written",
+)  # fmt: skip
 
 # A micro-batch's outputs as sinks receive them: output name -> its (event time, JSON record) items, sorted.
 Outputs = dict[str, list[tuple[int, str]]]
@@ -71,8 +75,11 @@ class BatchMetrics:
     """What one micro-batch did, summed over its buckets."""
 
     batch_id: int
-    rows: int = 0
-    accepted: int = 0
+    rows: int = 0  # rows the engine took: one per input record and grouping its rules key it by, control included
+    accepted: int = 0  # of those, rows some rule took (late ones included)
+    control: int = 0  # rows of the engine's own control stream
+    refused: int = 0  # rows no rule took because of a problem (their dead letters are in ``dead``)
+    skipped: int = 0  # rows no rule has a use for (paused rules, filters)
     late: int = 0
     dead: int = 0
     outputs: int = 0
@@ -90,6 +97,7 @@ class BatchMetrics:
     pages_written: int = 0
     bytes_written: int = 0
     by_type: dict[str, int] = field(default_factory=dict)
+    by_sink: dict[str, int] = field(default_factory=dict)  # records each driver-side sink wrote
     failed_rules: list[str] = field(default_factory=list)  # rule ids that raised in this batch (see _errors/)
     watermark: int | None = None  # the event-time watermark the batch ran with (None before the first)
     late_by_rule: dict[str, int] = field(default_factory=dict)  # late events per rule that would have used them
@@ -98,6 +106,9 @@ class BatchMetrics:
     # per rule that would have taken the copy.
     duplicates: int = 0
     duplicates_by_rule: dict[str, int] = field(default_factory=dict)
+    records: int = 0  # input records the batch took: rows less control rows (per grouping, see docs/semantics.md)
+    # How far the source's newest input is ahead after this batch, per part (sparkcep.io.source.SourceLag)
+    source_lag: list[dict[str, Any]] = field(default_factory=list)
     written_at: float = 0.0  # wall-clock seconds when the batch's files were written
     python_s: float = 0.0  # summed over buckets: time inside the stateful processor's handlers
     collect_s: float = 0.0  # running the batch's plan, its tasks writing the records to files
@@ -109,7 +120,7 @@ class BatchMetrics:
         self.state_keys += int(metric["keys"])
         self.buffered += int(metric["buffered"])
         self.state_bytes += int(metric["state_bytes"])
-        for name in ("pages", "pages_read", "keys_read", "pages_written", "bytes_written"):
+        for name in _OPTIONAL_COUNTS:
             setattr(self, name, getattr(self, name) + int(metric.get(name, 0)))
         self.python_s += float(metric["python_s"])
         add_counts(self.late_by_rule, metric["late_by_rule"])

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import click
 
+from sparkcep.cli import preflight
 from sparkcep.cli.console import console as console_command
 from sparkcep.cli.patterns import patterns as patterns_group
+from sparkcep.cli.preflight import DEFAULT_CONNECT_TIMEOUT
+from sparkcep.cli.produce import produce as produce_command
 from sparkcep.cli.rescale import rescale as rescale_command
 from sparkcep.cli.rules import rules as rules_group
 from sparkcep.core.pages import DEFAULT_PAGE_KEYS, MAX_PAGE_KEYS
@@ -28,7 +33,10 @@ from sparkcep.runlog import CommandLog, report
 from sparkcep.timeutil import format_duration, parse_duration
 
 if TYPE_CHECKING:
+    from sparkcep.cli.progress import RunProgress
     from sparkcep.config import PipelineConfig
+    from sparkcep.spark.jobs import Job, JobResult
+    from sparkcep.spark.session import SparkSettings
 
 
 class DurationParam(click.ParamType):  # type: ignore[type-arg]
@@ -72,11 +80,14 @@ _LOG_KEY = "sparkcep.command_log"
 class _Reported(click.ClickException):
     """A failure already written to a log: shown as its short lines (message, fix, where the trace is)."""
 
-    def __init__(self, lines: list[str]) -> None:
+    def __init__(self, lines: list[str], progress: RunProgress | None = None) -> None:
         super().__init__("\n".join(lines))
         self.lines = lines
+        self.progress = progress  # the command's progress output, which says it in its format
 
     def show(self, file: IO[Any] | None = None) -> None:
+        if self.progress is not None and self.progress.error(self.lines):
+            return
         for line in self.lines:
             click.echo(line, err=True)
 
@@ -97,14 +108,17 @@ class _Main(click.Group):
             raise
         except click.ClickException as exc:
             cause = exc.__cause__
+            progress = ctx.meta.get(_FORMAT_KEY)
             log = _command_log(ctx)
             diagnosis = None if cause is None else diagnose(cause, log.where)
             # A message of sparkcep's own is enough, unless it comes with a fix (the full trace goes to the log).
             if cause is None or diagnosis is None or not (diagnosis.external or diagnosis.fix):
-                raise
-            raise _Reported(report(log, cause, diagnosis)) from exc
+                if progress is None or isinstance(exc, click.UsageError):
+                    raise
+                raise _Reported([f"Error: {exc.format_message()}"], progress) from exc
+            raise _Reported(report(log, cause, diagnosis), progress) from exc
         except Exception as exc:
-            raise _Reported(report(_command_log(ctx), exc)) from exc
+            raise _Reported(report(_command_log(ctx), exc), ctx.meta.get(_FORMAT_KEY)) from exc
 
 
 def _command_log(ctx: click.Context) -> CommandLog:
@@ -156,6 +170,53 @@ def _quiet(log: CommandLog) -> None:
     click.get_current_context().with_resource(log.output_to_log())
 
 
+_FORMAT_KEY = "sparkcep.log_format"
+
+
+def _output_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--quiet`` and ``--log-format``: what a long-running command prints while it runs."""
+    command = click.option(
+        "--log-format",
+        type=click.Choice(["text", "json"]),
+        default="text",
+        show_default=True,
+        help="text: a live progress line on a terminal; json: one JSON object per line (start, batch, end, error) "
+        "on standard error, for a service's log.",
+    )(command)
+    return click.option(
+        "--quiet", is_flag=True, help="Print nothing while running: only the JSON summary at the end (and errors)."
+    )(command)
+
+
+def _run_job(job: Job, settings: SparkSettings, log: CommandLog, quiet: bool, log_format: str,
+             metrics_port: int | None = None) -> JobResult:  # fmt: skip
+    """``run_job`` with the command's progress output (see sparkcep.cli.progress), after pointing what Spark
+    prints at the command's log; and a Prometheus endpoint on ``metrics_port`` while it runs."""
+    from sparkcep.cli.progress import RunProgress
+    from sparkcep.spark.jobs import run_job
+
+    progress = RunProgress("json" if log_format == "json" else "text", quiet)
+    click.get_current_context().meta[_FORMAT_KEY] = progress
+    server = None
+    if metrics_port is not None:
+        from sparkcep.prometheus import serve_metrics
+
+        server = serve_metrics(location(job.config.checkpoint_dir), "127.0.0.1", metrics_port)
+    _quiet(log)
+
+    def started(spark_ui: str | None) -> None:
+        progress.start(log.command, None if log.spark_log is None else str(log.spark_log), spark_ui)
+
+    try:
+        spark_log = None if log.spark_log is None else str(log.spark_log)
+        result = run_job(job, settings, log.command, on_batch=progress.batch, on_start=started, log=spark_log)
+    finally:
+        if server is not None:
+            server.stop()
+    progress.end(result.to_json())
+    return result
+
+
 def _stores(rules_store: str | None, alert_stores: tuple[str, ...] | list[str]) -> tuple[Service, ...]:
     services = [postgres_service(url, "alert store") for url in alert_stores]
     if rules_store is not None and rules_store.startswith(("postgresql://", "postgres://")):
@@ -204,6 +265,7 @@ def simulate(
     from sparkcep.simulate import generate_devices, generate_orders, generate_transactions
 
     _remember("simulate", Where(output=out_dir.resolve()))
+    _refuse_existing_parts(out_dir, overwrite)
     if duplicate_share is None:
         # Payment systems deduplicate upstream; telemetry and order events are redelivered now and then.
         duplicate_share = 0.0 if kind == "transactions" else 0.01
@@ -244,6 +306,18 @@ def simulate(
     _echo_json(summary.to_json())
 
 
+def _refuse_existing_parts(out_dir: Path, overwrite: bool) -> None:
+    """New part files beside old ones would mix two data sets in one input directory."""
+    from sparkcep.simulate.writer import PART_GLOB
+
+    existing = sorted(out_dir.glob(PART_GLOB)) if out_dir.is_dir() else []
+    if existing and not overwrite:
+        raise click.ClickException(
+            f"--out {out_dir}: expected a directory without part files, got {len(existing)} "
+            f"({existing[0].name}, ...)\nFix: choose an empty directory, or pass --overwrite to replace them"
+        )
+
+
 # -- run --------------------------------------------------------------------------------------------
 
 
@@ -271,6 +345,18 @@ def simulate(
     "but --until-caught-up and --stop-after.",
 )
 @click.option("--input", "input_dir", default=None, help=f"Input directory: {_PLACE_HELP}")
+@click.option(
+    "--create-input",
+    is_flag=True,
+    help="Create a missing --input directory and wait for files in it (without it a missing one is an error).",
+)
+@click.option(
+    "--connect-timeout",
+    type=DURATION,
+    default=DEFAULT_CONNECT_TIMEOUT,
+    show_default=True,
+    help="How long the checks before Spark starts wait for each PostgreSQL server and Kafka cluster to answer.",
+)
 @click.option("--output", "output_dir", default=None, help=f"Output directory: {_PLACE_HELP}")
 @click.option("--checkpoint", "checkpoint_dir", default=None, help=f"Checkpoint directory: {_PLACE_HELP}")
 @click.option("--until-caught-up", is_flag=True, help="Process everything present, flush in event time, exit 0.")
@@ -323,6 +409,18 @@ def simulate(
 )
 @click.option("--stop-after", type=float, default=None, help="Streaming only: stop after this many seconds.")
 @click.option(
+    "--spark-ui",
+    is_flag=True,
+    help="Start Spark's web UI (off by default); its address is printed and kept in the job's status for the console.",
+)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics while the job runs (see docs/production.md).",
+)
+@_output_options
+@click.option(
     "--alert-store",
     "alert_stores",
     multiple=True,
@@ -334,6 +432,8 @@ def run(
     rules_store: str | None,
     config_path: Path | None,
     input_dir: str | None,
+    create_input: bool,
+    connect_timeout: int,
     output_dir: str | None,
     checkpoint_dir: str | None,
     until_caught_up: bool,
@@ -350,18 +450,24 @@ def run(
     spark_conf: tuple[str, ...],
     shuffle_partitions: int | None,
     stop_after: float | None,
+    spark_ui: bool,
+    metrics_port: int | None,
+    quiet: bool,
+    log_format: str,
     alert_stores: tuple[str, ...],
 ) -> None:
     """Evaluate rules (a file, or a store that may change while the job runs) over JSON-lines files from INPUT,
     or run the pipeline a --config file describes (Kafka, PostgreSQL, ...)."""
     from sparkcep.io.files import FileSource
     from sparkcep.rules.model import load_rules
-    from sparkcep.spark.jobs import Job, run_job
+    from sparkcep.spark.jobs import Job
     from sparkcep.spark.runner import RunConfig
     from sparkcep.spark.session import SparkSettings
     from sparkcep.store import open_store
 
     extra_conf = _conf(spark_conf)
+    if spark_ui:
+        extra_conf["spark.ui.enabled"] = "true"
     if config_path is not None:
         if rules_path or rules_store or input_dir or output_dir or checkpoint_dir or alert_stores:
             raise click.UsageError("--config replaces --rules, --rules-store, --input, --output, --checkpoint")
@@ -374,7 +480,11 @@ def run(
             raise click.UsageError(
                 "--idle-advance: expected idle_advance in the pipeline file with --config, got the option"
             )
-        _run_config(config_path, until_caught_up, stop_after)
+        if create_input:
+            raise click.UsageError("--create-input: expected 'create: true' in the pipeline file's files source "
+                                   "with --config, got the option")  # fmt: skip
+        output_options = Output(spark_ui, metrics_port, quiet, log_format)
+        _run_config(config_path, until_caught_up, stop_after, output_options, connect_timeout)
         return
     if (rules_path is None) == (rules_store is None):
         raise click.UsageError("give exactly one of --rules FILE and --rules-store SPEC")
@@ -394,9 +504,11 @@ def run(
     )
     log = _remember("run", where)
     try:
+        preflight.check_run_places(inputs, output, checkpoint, create_input)  # nothing created before these
         check_checkpoint_complete(checkpoint)
         rules = load_rules(rules_path) if rules_path is not None else None
-        store = open_store(rules_store) if rules_store is not None else None
+        preflight.check_stores(rules_store, alert_stores, connect_timeout)
+        store = open_store(rules_store, create=False) if rules_store is not None else None
         inputs.mkdir()
         config = RunConfig(
             source=FileSource(
@@ -416,31 +528,45 @@ def run(
             idle_advance_ms=idle_advance,
         )
         job = Job(config, rules, store, bounded=until_caught_up, stop_after_s=stop_after)
-        _quiet(log)
         settings = SparkSettings(master=master, shuffle_partitions=shuffle_partitions, extra_conf=extra_conf)
-        result = run_job(job, settings)
+        result = _run_job(job, settings, log, quiet, log_format, metrics_port)
     except SparkcepError as exc:
         raise click.ClickException(str(exc)) from exc
     _echo_json(result.to_json())
 
 
-def _run_config(config_path: Path, until_caught_up: bool, stop_after: float | None) -> None:
+@dataclass(frozen=True)
+class Output:
+    """What ``run --config`` takes from the command line besides the file: the Spark UI, metrics, progress."""
+
+    spark_ui: bool = False
+    metrics_port: int | None = None
+    quiet: bool = False
+    log_format: str = "text"
+
+
+def _run_config(
+    config_path: Path, until_caught_up: bool, stop_after: float | None, output: Output, connect_timeout: int
+) -> None:
     from sparkcep.config import load_config
     from sparkcep.rules.model import load_rules
-    from sparkcep.spark.jobs import pipeline_job, run_job
+    from sparkcep.spark.jobs import pipeline_job
     from sparkcep.store import open_store
 
     try:
         config = load_config(config_path)
         log = _remember("run", _config_where(config))
+        preflight.check_pipeline(config, config_path, connect_timeout)  # before anything is created
         check_checkpoint_complete(config.checkpoint)
         rules = load_rules(config.rules.file) if config.rules.file is not None else None
-        store = open_store(config.rules.store) if config.rules.store is not None else None
-        _quiet(log)  # librdkafka (a Kafka sink) and the JVM print there from now on
+        store = open_store(config.rules.store, create=False) if config.rules.store is not None else None
         job, settings = pipeline_job(config, rules, store, until_caught_up, stop_after)
+        if output.spark_ui:
+            settings.extra_conf["spark.ui.enabled"] = "true"
         if config.input_dir is not None:
             location(config.input_dir).mkdir()
-        result = run_job(job, settings)
+        # librdkafka (a Kafka sink) and the JVM print in the command's log from here on
+        result = _run_job(job, settings, log, output.quiet, output.log_format, output.metrics_port)
     except SparkcepError as exc:
         raise click.ClickException(str(exc)) from exc
     _echo_json(result.to_json())
@@ -466,7 +592,10 @@ def _config_where(config: PipelineConfig) -> Where:
 
 
 def _interval(text: str) -> str:
-    return f"{parse_duration(text)} milliseconds"
+    try:
+        return f"{parse_duration(text)} milliseconds"
+    except SparkcepError as exc:
+        raise click.BadParameter(str(exc), param_hint="--trigger-interval") from None
 
 
 def _check_idle_advance(idle_advance: int | None, until_caught_up: bool, trigger_interval: str) -> None:
@@ -506,6 +635,7 @@ def _check_idle_advance(idle_advance: int | None, until_caught_up: bool, trigger
 )
 @_master_option
 @_conf_option
+@_output_options
 def backtest(
     rules_path: Path,
     input_dir: str,
@@ -514,6 +644,8 @@ def backtest(
     max_files_per_trigger: int,
     master: str | None,
     spark_conf: tuple[str, ...],
+    quiet: bool,
+    log_format: str,
 ) -> None:
     """Evaluate RULES over the history in INPUT with exactly the code path of `run`, and write the alerts.
 
@@ -523,7 +655,7 @@ def backtest(
     """
     from sparkcep.io.files import FileSource
     from sparkcep.rules.model import load_rules
-    from sparkcep.spark.jobs import Job, run_job
+    from sparkcep.spark.jobs import Job
     from sparkcep.spark.runner import RunConfig
     from sparkcep.spark.session import SparkSettings
 
@@ -535,10 +667,13 @@ def backtest(
     log = _remember("backtest", Where(output=_local(output), input=_local(inputs)))
     try:
         rules = load_rules(rules_path)
-        if not inputs.is_dir():
-            raise click.ClickException(f"--input: expected an existing directory, got {inputs} (not found)")
+        preflight.require_input_directory(inputs, "--input", None)  # a backtest reads history that exists
+        preflight.require_directory_or_nothing(output, "--output")
         if output.children():
-            raise click.ClickException(f"{output} is not empty: a backtest writes into an empty directory")
+            raise click.ClickException(
+                f"--output {output}: expected a new or empty directory (a backtest writes into one), got one with "
+                "files\nFix: choose another output directory, or empty this one"
+            )
         checkpoint = output / "_backtest_checkpoint"
         config = RunConfig(
             FileSource(str(inputs), max_files_per_trigger, aligned=True),  # all files at one event time
@@ -546,8 +681,8 @@ def backtest(
             str(checkpoint),
             watermark_delay_ms=watermark_delay,
         )
-        _quiet(log)
-        result = run_job(Job(config, rules), SparkSettings(master=master, extra_conf=_conf(spark_conf)))
+        settings = SparkSettings(master=master, extra_conf=_conf(spark_conf))
+        result = _run_job(Job(config, rules), settings, log, quiet, log_format)
         checkpoint.remove()
     except SparkcepError as exc:
         raise click.ClickException(str(exc)) from exc
@@ -559,6 +694,7 @@ def backtest(
 main.add_command(rules_group)
 main.add_command(patterns_group)
 main.add_command(rescale_command)
+main.add_command(produce_command)
 main.add_command(console_command)
 
 

@@ -45,7 +45,8 @@ def rescale(old: str, new: str, partitions: int, master: str) -> None:
             report = rescale_checkpoint(spark, old, new, partitions)
     except SparkcepError as exc:
         raise click.ClickException(str(exc)) from exc
-    click.echo(json.dumps(report.to_json(), indent=2))
+    spark_log = {} if log.spark_log is None else {"log": str(log.spark_log)}  # what Spark printed
+    click.echo(json.dumps({**report.to_json(), **spark_log}, indent=2))
 
 
 def _local(path: str) -> Path | None:

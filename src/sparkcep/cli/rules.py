@@ -2,7 +2,8 @@
 
 Attach with ``main.add_command(rules)`` (``from sparkcep.cli.rules import rules``). Every store command takes
 ``--store SPEC`` (or ``SPARKCEP_RULES_STORE``); writing commands take ``--author``. Errors are the store's
-own messages (naming rule and field) and exit with status 1.
+own messages (naming rule and field) and exit with status 1. Only ``add`` and ``import`` create a store that
+does not exist yet: the other commands refuse a missing store file (a mistyped path is not an empty store).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ def _store_option(command: F) -> F:
         envvar="SPARKCEP_RULES_STORE",
         show_envvar=True,
         required=True,
-        help="Rule store: sqlite:PATH, file:PATH, or a path ending in .db/.sqlite/.json.",
+        help="Rule store: sqlite:PATH, file:PATH, or a path ending in .db/.sqlite/.json "
+        "(created by 'rules add' and 'rules import'; the other commands need an existing one).",
     )
     return option(command)
 
@@ -110,7 +112,7 @@ def add_command(file_or_json: str, store_spec: str, author: str | None) -> None:
     """
     with user_errors():
         raw = _read_json(file_or_json)
-        store = open_store(store_spec)
+        store = open_store(store_spec)  # adding rules may start a new store
         if isinstance(raw, dict) and raw.get("ruleState") == "CONTROL":
             # The demo's CONTROL rules act on the whole store.
             written = store.control(str(raw.get("controlType")), author)
@@ -142,7 +144,7 @@ def update_command(rule_id: str, json_changes: str, store_spec: str, author: str
         changes = _read_json(json_changes)
         if not isinstance(changes, dict):
             raise RuleError(rule_id, "<rule>", "a JSON object of changes", type(changes).__name__)
-        written = open_store(store_spec).update(rule_id, changes, author)
+        written = open_store(store_spec, create=False).update(rule_id, changes, author)
     _echo_written([written], "updated")
 
 
@@ -157,7 +159,7 @@ def _transition_command(name: str, verb: str, action: Callable[[RuleStore, str, 
     @_author_option
     def command(rule_id: str, store_spec: str, author: str | None) -> None:
         with user_errors():
-            written = action(open_store(store_spec), rule_id, author)
+            written = action(open_store(store_spec, create=False), rule_id, author)
         _echo_written([written], name + "d")  # paused, resumed, deleted
 
 
@@ -185,7 +187,7 @@ def _summary(version: StoredVersion, unreadable: dict[int, str]) -> str:
 def list_command(store_spec: str, as_json: bool) -> None:
     """The latest version of every rule that is not deleted."""
     with user_errors():
-        store = open_store(store_spec)
+        store = open_store(store_spec, create=False)
         current = store.current()
         unreadable = _unreadable_by_seq(store)
     if as_json:
@@ -205,7 +207,7 @@ def list_command(store_spec: str, as_json: bool) -> None:
 def history_command(rule_id: str, store_spec: str, as_json: bool) -> None:
     """Every version of RULE_ID and what changed."""
     with user_errors():
-        store = open_store(store_spec)
+        store = open_store(store_spec, create=False)
         versions = store.history(rule_id)
         if not versions:
             raise RuleError(rule_id, "id", "a rule id in the store", rule_id)
@@ -244,7 +246,7 @@ def history_command(rule_id: str, store_spec: str, as_json: bool) -> None:
 def control_command(control_type: str, store_spec: str, author: str | None) -> None:
     """Apply a CONTROL rule of the fraud-detection demo to every aggregate rule in the store."""
     with user_errors():
-        store = open_store(store_spec)
+        store = open_store(store_spec, create=False)
         written = store.control(control_type, author)
         if control_type == "EXPORT_RULES_CURRENT":
             click.echo(json.dumps(store.export(), indent=2))
@@ -258,7 +260,7 @@ def control_command(control_type: str, store_spec: str, author: str | None) -> N
 def export_command(store_spec: str, out_path: Path | None) -> None:
     """Write every version as a rule file (for `sparkcep run --rules`)."""
     with user_errors():
-        text = json.dumps(open_store(store_spec).export(), indent=2) + "\n"
+        text = json.dumps(open_store(store_spec, create=False).export(), indent=2) + "\n"
         if out_path is None:
             click.echo(text, nl=False)
             return
@@ -276,7 +278,7 @@ def import_command(path: Path, store_spec: str, author: str | None) -> None:
     Demo or own form; rules identical to what the store holds are skipped, so importing twice is harmless.
     """
     with user_errors():
-        written = open_store(store_spec).import_file(path, author)
+        written = open_store(store_spec).import_file(path, author)  # may start a new store
     if not written:
         click.echo(f"nothing to import: every rule in {path} matches the store")
     _echo_written(written, "imported")

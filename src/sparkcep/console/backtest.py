@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from sparkcep.rules.model import RuleSet
 from sparkcep.timeutil import DEFAULT_MAX_AHEAD_MS, parse_event_time
 
 BATCH_LINES = 10_000
+OnAlert = Callable[[dict[str, Any]], None]
 
 
 @dataclass
@@ -37,7 +38,10 @@ class BacktestResult:
     seconds: float = 0.0
     sample: list[dict[str, Any]] = field(default_factory=list)
 
-    def take(self, result: BatchResult, sample_size: int) -> None:
+    def take(self, result: BatchResult, sample_size: int, on_alert: OnAlert | None = None) -> None:
+        if on_alert is not None:
+            for record in result.outputs:
+                on_alert(record)
         self.alerts += len(result.outputs)
         self.by_type.update(str(record.get("event_type")) for record in result.outputs)
         self.late += len(result.late)
@@ -89,8 +93,10 @@ def run_backtest(
     until: str | int | None,
     watermark_delay_ms: int,
     sample_size: int = 20,
+    on_alert: OnAlert | None = None,
 ) -> BacktestResult:
-    """Evaluate ``rules`` over the history in ``input_dir`` between two event times (``until`` excluded)."""
+    """Evaluate ``rules`` over the history in ``input_dir`` between two event times (``until`` excluded);
+    ``on_alert`` sees every alert, in the order the engine emits them."""
     started = time.monotonic()
     since_ms = None if since is None else parse_event_time(since)
     until_ms = None if until is None else parse_event_time(until)
@@ -101,7 +107,7 @@ def run_backtest(
     files = history_files(input_dir)
     result.files = len(files)
     for batch in _batches(program, files, since_ms, until_ms, result):
-        result.take(runner.run_batch(batch), sample_size)
-    result.take(runner.finish(), sample_size)  # the end of history: flush as a bounded run does
+        result.take(runner.run_batch(batch), sample_size, on_alert)
+    result.take(runner.finish(), sample_size, on_alert)  # the end of history: flush as a bounded run does
     result.seconds = time.monotonic() - started
     return result

@@ -8,6 +8,7 @@ from pathlib import Path
 from fastapi import Request
 
 from sparkcep.errors import EventTimeError
+from sparkcep.metrics_files import MetricsReader
 from sparkcep.outputs import KeyFields
 from sparkcep.rules.model import InputSpec
 from sparkcep.store import RuleStore, open_store
@@ -15,7 +16,6 @@ from sparkcep.timeutil import parse_event_time
 
 from .alert_sources import AlertSource, FileAlertSource
 from .errors import ApiError
-from .health import MetricsReader
 from .quarantine import RuleErrors, quarantined, read_errors
 from .schemas import QuarantineInfo
 from .settings import ConsoleSettings
@@ -30,7 +30,8 @@ class Console:
 
     @classmethod
     def open(cls, settings: ConsoleSettings) -> Console:
-        store = open_store(settings.store) if settings.store is not None else None
+        # A missing store file is refused: a mistyped --store would otherwise show (and edit) an empty store.
+        store = open_store(settings.store, create=False) if settings.store is not None else None
         alerts: AlertSource | None = None
         if settings.alerts_url is not None:
             from .postgres_alerts import PostgresAlertSource  # needs the PostgreSQL driver

@@ -1,55 +1,21 @@
 """Job health from the batch metrics the job writes to CHECKPOINT/sparkcep/metrics/batch-*.json.
 
-Each file is written once per batch by atomic rename (a re-run batch rewrites it), so files are cached by name,
-modification time and size and only new or changed ones are read on the next request.
+The files are read by :class:`sparkcep.metrics_files.MetricsReader` (shared with the Prometheus exporter), which
+reads only new and rewritten files on each request.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any
 
+from sparkcep.io.lag import lag_totals
 from sparkcep.outputs import BatchMetrics
 from sparkcep.timeutil import format_iso
 
-from .schemas import Health, QuarantineInfo, RuleCounts, SeriesPoint
+from .schemas import Health, JobState, QuarantineInfo, RuleCounts, SeriesPoint, SourcePartLag
 
 THROUGHPUT_WINDOW_S = 60.0
 SERIES_POINTS = 120  # the newest batches shown as a series
-_FIELDS = {f.name for f in dataclasses.fields(BatchMetrics)}
-
-
-def metrics_from_json(data: Mapping[str, Any]) -> BatchMetrics:
-    """Tolerates files of other sparkcep versions: fields it does not know are left out, missing ones default."""
-    return BatchMetrics(**{name: value for name, value in data.items() if name in _FIELDS})
-
-
-class MetricsReader:
-    def __init__(self, metrics_dir: Path) -> None:
-        self.metrics_dir = metrics_dir
-        self._cache: dict[str, tuple[tuple[int, int], BatchMetrics]] = {}
-
-    def read(self) -> list[BatchMetrics]:
-        """Every batch's metrics, in batch order."""
-        if not self.metrics_dir.is_dir():
-            return []
-        found: dict[str, BatchMetrics] = {}
-        for path in sorted(self.metrics_dir.glob("batch-*.json")):
-            try:
-                stat = path.stat()
-                stamp = (stat.st_mtime_ns, stat.st_size)
-                cached = self._cache.get(path.name)
-                if cached is None or cached[0] != stamp:
-                    cached = (stamp, metrics_from_json(json.loads(path.read_text(encoding="utf-8"))))
-            except (FileNotFoundError, json.JSONDecodeError):
-                continue  # replaced between listing and reading: the next request sees the new one
-            found[path.name] = cached[1]
-            self._cache[path.name] = cached
-        self._cache = {name: self._cache[name] for name in found}
-        return sorted(found.values(), key=lambda m: m.batch_id)
 
 
 def throughput(batches: Sequence[BatchMetrics], now_s: float) -> float:
@@ -92,6 +58,7 @@ def compute_health(
     quarantined: Sequence[QuarantineInfo],
     now_s: float,
     rule_ids: Sequence[str] = (),
+    job: JobState | None = None,
 ) -> Health:
     """Health at wall time ``now_s``. The watermark and state size are the latest batch's; counts are totals.
     ``per_rule`` has an entry for each of ``rule_ids`` (the store's rules), zero or not, and for every rule counted."""
@@ -116,12 +83,18 @@ def compute_health(
             counts(rule_id).duplicates += count
     for rule_id, count in errors_by_rule.items():
         counts(rule_id).errors += count
+    lags = latest.source_lag if latest else []
+    lag_records, lag_time = lag_totals(lags)
     return Health(
+        job=job if job is not None else JobState(state="unknown"),
         batches=len(batches),
         events=sum(m.accepted for m in batches),
         throughput_eps=throughput(batches, now_s),
         watermark=None if watermark is None else format_iso(watermark),
         watermark_lag_ms=None if watermark is None else int(now_s * 1000) - watermark,
+        source_lag=[SourcePartLag.model_validate(lag) for lag in lags],
+        lag_records=lag_records,
+        lag_event_time_ms=lag_time,
         state_bytes=latest.state_bytes if latest else 0,
         state_keys=latest.state_keys if latest else 0,
         late=sum(m.late for m in batches),

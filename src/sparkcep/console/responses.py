@@ -12,7 +12,7 @@ from typing import Any
 from .schemas import ErrorResponse
 
 _WHY = {
-    401: "no bearer token (every request that is not a GET needs one)",
+    401: "no bearer token (every request needs one; reads not when the console runs with --public-read)",
     403: "a wrong token",
     404: "no rule with this id in the store",
     409: "the state change does not apply (e.g. pausing a paused rule)",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -92,6 +92,9 @@ class BacktestRequest(BaseModel):
     since: str | int | None = Field(default=None, description="first event time included (ISO-8601 or epoch ms)")
     until: str | int | None = Field(default=None, description="first event time excluded")
     sample: int = Field(default=20, ge=0, le=200, description="how many alerts to return with their explanation")
+    compare: bool = Field(
+        default=True, description="also run the rule's current version over the same events and compare"
+    )
 
 
 class BacktestResponse(BaseModel):
@@ -106,6 +109,9 @@ class BacktestResponse(BaseModel):
     since: str | None
     until: str | None
     sample: list[dict[str, Any]]
+    comparison: BacktestAlertDiff | None = Field(
+        default=None, description="the draft against the rule's current version (null when not asked for)"
+    )
 
 
 class Alert(BaseModel):
@@ -141,12 +147,59 @@ class SeriesPoint(BaseModel):
     throughput_eps: float | None
 
 
+class JobState(BaseModel):
+    """What the job last said of itself (CHECKPOINT/sparkcep/status.json), judged against the wall clock."""
+
+    state: Literal["starting", "running", "stopped", "failed", "lost", "unknown"] = Field(
+        description="'lost': the file says starting or running but its heartbeat is over 60 s old; "
+        "'unknown': no usable status file (see reason)"
+    )
+    since: str | None = Field(
+        default=None, description="when the job entered the state (for 'lost': its last heartbeat)"
+    )
+    reason: str | None = Field(
+        default=None, description="why the state is lost or unknown, or the error of a failed job, in one line"
+    )
+    reported_state: str | None = Field(default=None, description="the state the file says")
+    reported_since: str | None = None
+    heartbeat: str | None = Field(default=None, description="the job's last update of the file")
+    heartbeat_age_s: float | None = Field(default=None, description="seconds from the heartbeat to now")
+    pid: int | None = None
+    host: str | None = None
+    command: str | None = Field(default=None, description="run, backtest or demo")
+    spark_ui: str | None = Field(default=None, description="address of the Spark UI, when the job runs one")
+    error: str | None = Field(default=None, description="why a failed job failed, one line")
+    bounded: bool | None = Field(default=None, description="true for a run that ends when caught up")
+
+
+class SourcePartLag(BaseModel):
+    source: str = Field(description="kafka or files")
+    part: str = Field(description="topic/partition, or the input directory")
+    records_behind: int | None = Field(description="records available and not read yet (null: not known)")
+    event_time_behind_ms: int | None = Field(
+        default=None, description="newest event time available minus the newest read (null: not known)"
+    )
+    bytes_behind: int | None = None
+    position: str | None = Field(default=None, description="where the job is, in the source's terms")
+
+
 class Health(BaseModel):
+    job: JobState = Field(default_factory=lambda: JobState(state="unknown"), description="the job's state")
     batches: int
     events: int
     throughput_eps: float = Field(description="accepted events per second over the last minute")
     watermark: str | None
-    watermark_lag_ms: int | None = Field(description="wall-clock time minus the watermark")
+    watermark_lag_ms: int | None = Field(
+        description="wall-clock time minus the watermark (large for historical data: see source_lag for how far "
+        "the job is behind its input)"
+    )
+    source_lag: list[SourcePartLag] = Field(
+        default_factory=list, description="after the latest batch: how far each part of the source is ahead"
+    )
+    lag_records: int | None = Field(default=None, description="records the job has not read yet, all parts")
+    lag_event_time_ms: int | None = Field(
+        default=None, description="newest event time available minus newest read, the largest over the parts"
+    )
     state_bytes: int
     state_keys: int
     late: int
@@ -156,3 +209,49 @@ class Health(BaseModel):
     per_rule: dict[str, RuleCounts]
     quarantined: list[QuarantineInfo]
     series: list[SeriesPoint]
+
+
+class OutputRecord(BaseModel):
+    """A late or dead-letter record as the job wrote it, with its place; other fields as written."""
+
+    model_config = ConfigDict(extra="allow")
+
+    index: int = Field(description="number of the record in file order (files by name, lines in order), from 0")
+    file: str = Field(description="the part file under OUTPUT/_late/ or OUTPUT/_deadletter/")
+    line_number: int = Field(description="line of the record in its file, from 1")
+    reason: str | None = Field(description="why the line is late or a dead letter; null for an unreadable record")
+    line: str | None = Field(default=None, description="the input line, at most 8192 characters")
+    line_truncated: bool | None = Field(default=None, description="true when the input line was longer")
+    line_chars: int | None = Field(default=None, description="the input line's length, when it was cut")
+    origin: dict[str, Any] | None = Field(
+        default=None, description="where the line came from (Kafka: topic, partition, offset); null for files"
+    )
+    event_time: str | None = Field(default=None, description="late records: the event's time")
+    watermark: str | None = Field(default=None, description="late records: the watermark it arrived behind")
+    key: dict[str, Any] | None = Field(default=None, description="late records: the key of the rule's grouping")
+    unreadable: str | None = Field(default=None, description="why a line of the file is no record (not JSON...)")
+
+
+class RecordsPage(BaseModel):
+    kind: Literal["late", "deadletter"]
+    order: Literal["newest", "oldest"]
+    offset: int
+    limit: int
+    before: int | None = Field(description="only records numbered below this were paged (null: all)")
+    total: int = Field(description="records in the directory now, over every file")
+    files: int
+    records: list[OutputRecord]
+
+
+class BacktestAlertDiff(BaseModel):
+    """How the draft's alerts differ from the current version's over the same history, by event id."""
+
+    current_version: int | None = Field(description="the version compared with; null for a rule not in the store")
+    current_state: str | None = Field(description="its state: ACTIVE, or PAUSED (a paused rule raises nothing)")
+    identity: str = Field(description="what makes two alerts the same alert: 'event_id'")
+    current_alerts: int = Field(description="alerts of the current version over the history")
+    added: int = Field(description="alerts of the draft the current version does not raise")
+    removed: int = Field(description="alerts of the current version the draft does not raise")
+    unchanged: int = Field(description="alerts both raise (same event id)")
+    added_alerts: list[dict[str, Any]] = Field(description="the first added alerts (at most 'sample')")
+    removed_alerts: list[dict[str, Any]] = Field(description="the first removed alerts (at most 'sample')")

@@ -1,4 +1,5 @@
-"""What the console serves: a rule store, the job's output and checkpoint, a history for back-tests, a token.
+"""What the console serves: a rule store, the job's output and checkpoint, a history for back-tests; and who may
+ask: the token, whether reads need it, the Host names it answers besides its own address.
 
 Every source is optional, so one console can show just the rules of a store, or just a job's health; an endpoint
 whose source is missing answers 503 naming the option that would provide it.
@@ -23,6 +24,8 @@ class ConsoleSettings:
     input_dir: Path | None = None  # JSON-lines history for back-tests
     alerts_url: str | None = None  # PostgreSQL alert store, read instead of output_dir's alert files
     watermark_delay_ms: int = DEFAULT_WATERMARK_DELAY_MS  # back-tests judge lateness like the job
+    public_read: bool = False  # reads (GET) without the token; changes always need it
+    allowed_hosts: tuple[str, ...] = ()  # Host names accepted besides the address the console listens on
 
     @property
     def metrics_dir(self) -> Path | None:

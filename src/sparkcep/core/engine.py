@@ -23,7 +23,7 @@ from typing import Any, Final
 import orjson
 
 from sparkcep.core.logic import Record, State
-from sparkcep.core.program import Program
+from sparkcep.core.program import CONTROL, Program
 from sparkcep.timeutil import format_iso
 
 # No watermark yet (Spark reports 0 before the first watermark is known).
@@ -141,7 +141,13 @@ class BatchResult:
     duplicates: int = 0
     duplicates_by_rule: dict[str, int] = field(default_factory=dict)
     rows: int = 0
-    accepted: int = 0
+    accepted: int = 0  # rows some rule took, late ones included
+    # The other rows, so that rows = control + refused + skipped + accepted: control records of the engine's own
+    # stream, rows no rule took because of a problem (their dead letters are in ``dead``), rows no rule has a
+    # use for (a paused rule, a filter that leaves the event out).
+    control: int = 0
+    refused: int = 0
+    skipped: int = 0
     max_event_time: int | None = None
 
     def extend(self, other: BatchResult) -> None:
@@ -155,6 +161,9 @@ class BatchResult:
         add_counts(self.duplicates_by_rule, other.duplicates_by_rule)
         self.rows += other.rows
         self.accepted += other.accepted
+        self.control += other.control
+        self.refused += other.refused
+        self.skipped += other.skipped
         if other.max_event_time is not None and (
             self.max_event_time is None or other.max_event_time > self.max_event_time
         ):
@@ -264,6 +273,12 @@ class Engine:
                 dead_by_rule[rule_id] = dead_by_rule.get(rule_id, 0) + 1
             event = decoded.event
             if event is None or keyset < 0:  # unrouted: dead letters (or a control record) only
+                if decoded.dead:
+                    result.refused += 1
+                elif keyset == CONTROL:
+                    result.control += 1
+                else:
+                    result.skipped += 1
                 continue
             key = decoded.key
             assert key is not None

@@ -13,12 +13,14 @@ duplicated. Files appear atomically (written in a hidden staging area, then rena
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote
 
 from sparkcep.io.alignment import DEFAULT_STEP_MS, DEFAULT_TARGET_RECORDS
+from sparkcep.io.lag import SourceLag
 from sparkcep.io.storage import Location, location
 from sparkcep.timeutil import DEFAULT_MAX_AHEAD_MS
 
@@ -82,6 +84,20 @@ class FileSource:
         if self.starting_offsets is not None:
             options["startingoffsets"] = self.starting_offsets
         return options
+
+    def progress(self, offset: Mapping[str, Any] | None, time_field: str) -> list[SourceLag]:
+        """Lines and bytes of the directory not read yet, and how far their newest event time is ahead of the
+        newest read (see :mod:`sparkcep.io.file_lag`). Spark's own file source (old checkpoints) says nothing."""
+        if self.reader == SPARK_READER:
+            return []
+        from sparkcep.io.file_lag import file_lag
+        from sparkcep.io.file_reader import list_directory
+
+        directory = location(self.path)
+        try:
+            return [file_lag(directory, time_field, offset, list_directory(directory))]
+        except (OSError, ValueError):  # the directory went away, or offsets of another reader: nothing to say
+            return [SourceLag("files", str(directory), None)]
 
     def lines(self, spark: SparkSession, time_field: str) -> DataFrame:
         from pyspark.sql import functions as F

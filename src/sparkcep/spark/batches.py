@@ -13,11 +13,14 @@ The metrics file is written last: a batch counts as done only when every sink ha
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from sparkcep.failures import redact
 from sparkcep.io.files import METRICS_NAME, FileSink
+from sparkcep.io.lag import SourceLag
 from sparkcep.io.sink import BatchWriter
 from sparkcep.io.storage import Location
 from sparkcep.outputs import ERRORS_DIR, LATE_DIR, BatchMetrics, Outputs
@@ -25,6 +28,8 @@ from sparkcep.timeutil import parse_event_time
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+_log = logging.getLogger(__name__)
 
 
 class BatchCollector:
@@ -42,6 +47,7 @@ class BatchCollector:
         metrics_dir: Location,
         after_batch: Callable[[BatchMetrics], None] | None = None,
         key_fields: Callable[[], Mapping[str, tuple[str, ...]]] = dict,
+        source_lag: Callable[[int], list[SourceLag]] | None = None,
     ) -> None:
         self.files = FileSink(output)
         self.output = output
@@ -49,6 +55,7 @@ class BatchCollector:
         self.metrics_dir = metrics_dir
         self.after_batch = after_batch
         self.key_fields = key_fields
+        self.source_lag = source_lag
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         started = time.perf_counter()
@@ -68,8 +75,12 @@ class BatchCollector:
             outputs = _read_outputs(wanted)  # once, whatever the number of sinks that take an output
             for writer in self.writers:
                 mine = {name: items for name, items in outputs.items() if writer.wants(name)}
-                writer.write_batch(batch_id, mine, fields)
+                written = writer.write_batch(batch_id, mine, fields)
+                metrics.by_sink[sink_name(writer)] = metrics.by_sink.get(sink_name(writer), 0) + written
         staged.remove()
+        metrics.records = metrics.rows - metrics.control
+        if self.source_lag is not None:
+            metrics.source_lag = [lag.to_json() for lag in self._lag(batch_id)]
         # The tasks compute the batch while they write it: "collect" is that, "write" the driver's part.
         metrics.collect_s = computed - started
         metrics.write_s = time.perf_counter() - computed
@@ -77,6 +88,20 @@ class BatchCollector:
         (self.metrics_dir / f"batch-{batch_id:08d}.json").write_atomically(json.dumps(metrics.__dict__))
         if self.after_batch is not None:
             self.after_batch(metrics)
+
+    def _lag(self, batch_id: int) -> list[SourceLag]:
+        """The source's lag after this batch; a source that cannot tell never fails the batch for it."""
+        assert self.source_lag is not None
+        try:
+            return self.source_lag(batch_id)
+        except Exception as exc:  # lag is for operators: the batch's results matter more
+            _log.warning("source lag after batch %d not measured: %s", batch_id, exc)
+            return []
+
+
+def sink_name(writer: BatchWriter) -> str:
+    """A sink as the summary names it: its own description, without a password a URL may carry."""
+    return redact(repr(writer))
 
 
 def _read_outputs(published: dict[str, list[Location]]) -> Outputs:

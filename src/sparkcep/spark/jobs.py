@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -16,8 +17,11 @@ from sparkcep.io.kafka.source import KafkaSource
 from sparkcep.io.sink import BatchWriter
 from sparkcep.io.source import Source
 from sparkcep.io.storage import location
+from sparkcep.jobstatus import StatusFile, first_line
+from sparkcep.outputs import BatchMetrics
 from sparkcep.rules.model import RuleSet
-from sparkcep.spark.runner import Pipeline, RunConfig, RunSummary
+from sparkcep.run_summary import RunSummary
+from sparkcep.spark.runner import Pipeline, RunConfig
 from sparkcep.spark.session import SparkSettings, get_or_create_session
 from sparkcep.store import RuleStore
 from sparkcep.timeutil import parse_duration
@@ -42,9 +46,11 @@ class Job:
 class JobResult:
     summary: RunSummary
     session_seconds: float  # starting (or finding) the Spark session
+    log: str | None = None  # the file with what Spark printed (the command line's)
 
     def to_json(self) -> dict[str, Any]:
-        return {"spark_session_seconds": round(self.session_seconds, 3), **self.summary.to_json()}
+        log = {} if self.log is None else {"log": self.log}
+        return {"spark_session_seconds": round(self.session_seconds, 3), **self.summary.to_json(), **log}
 
 
 def pipeline_job(
@@ -85,13 +91,20 @@ def pipeline_source(config: PipelineConfig, bounded: bool = False) -> Source:
         backfill = source.backfill or Backfill(aligned=bounded)
         return FileSource(source.path, source.max_files_per_trigger, aligned=backfill.aligned,
                           step_ms=backfill.step_ms, target_records=backfill.target_records)  # fmt: skip
-    return KafkaSource(kafka_reader_options(source), time_field_fallback=source.time_field_fallback)
+    options = kafka_reader_options(source, checkpoint=str(config.checkpoint))
+    return KafkaSource(options, time_field_fallback=source.time_field_fallback)
 
 
-def kafka_reader_options(source: KafkaSourceConfig) -> tuple[tuple[str, str], ...]:
-    """A pipeline's Kafka source as the reader's options (see sparkcep.io.kafka.reader)."""
+def kafka_reader_options(source: KafkaSourceConfig, checkpoint: str | None = None) -> tuple[tuple[str, str], ...]:
+    """A pipeline's Kafka source as the reader's options (see sparkcep.io.kafka.reader), with the consumer group
+    its progress is committed to (``commitgroup``; default: one per ``checkpoint``, see KafkaSource.progress)."""
     options = {"bootstrap.servers": source.bootstrap_servers, "topics": ",".join(source.topics),
                "startingoffsets": source.starting_offsets}  # fmt: skip
+    group = source.consumer_group
+    if group is None and checkpoint is not None:
+        group = "sparkcep-" + hashlib.sha256(str(checkpoint).encode()).hexdigest()[:16]
+    if source.commit_offsets and group is not None:
+        options["commitgroup"] = group
     if source.max_records_per_batch is not None:
         options["maxrecordsperbatch"] = str(source.max_records_per_batch)
     if source.backfill is not None and source.backfill.aligned:
@@ -115,18 +128,45 @@ def pipeline_writers(config: PipelineConfig) -> tuple[BatchWriter, ...]:
     writer = KafkaBatchWriter(
         kafka.bootstrap_servers, kafka.sink_id or default_id, topics=kafka.topics, topic_prefix=kafka.topic_prefix,
         include=tuple(kafka.include), marker_topic=kafka.marker_topic, properties=kafka.properties,
+        partitions=kafka.partitions, replication_factor=kafka.replication_factor,
     )  # fmt: skip
     return (writer,)
 
 
-def run_job(job: Job, session: SparkSettings | SparkSession) -> JobResult:
+def run_job(
+    job: Job,
+    session: SparkSettings | SparkSession,
+    command: str = "run",
+    on_batch: Callable[[BatchMetrics], None] | None = None,
+    on_start: Callable[[str | None], None] | None = None,
+    log: str | None = None,
+) -> JobResult:
     """Run ``job`` on ``session`` (an existing one, or one created from settings); write the summary to
-    ``OUTPUT/_summary.json`` and return it."""
+    ``OUTPUT/_summary.json`` and return it.
+
+    The job's state (starting, running, stopped, failed) and a heartbeat are kept in
+    ``CHECKPOINT/sparkcep/status.json`` (:mod:`sparkcep.jobstatus`) for the console and operators. ``on_start``
+    gets the Spark UI's address (None when the UI is off) once the session is up; ``on_batch`` gets every
+    micro-batch's metrics on the driver, right after the batch is written. ``log`` names the file Spark's output
+    goes to, for the summary.
+    """
     started = time.monotonic()
-    spark = get_or_create_session(session) if isinstance(session, SparkSettings) else session
-    result_started = time.monotonic()
-    pipeline = Pipeline(spark, job.rules, job.config, store=job.store)
-    summary = pipeline.run_until_caught_up() if job.bounded else pipeline.run_streaming(job.stop_after_s)
-    result = JobResult(summary, result_started - started)
+    state_dir = location(job.config.checkpoint_dir) / "sparkcep"
+    state_dir.mkdir()
+    status = StatusFile(state_dir, command, job.bounded).beating()
+    try:
+        spark = get_or_create_session(session) if isinstance(session, SparkSettings) else session
+        spark_ui = spark.sparkContext.uiWebUrl
+        status.set("running", spark_ui=spark_ui)
+        if on_start is not None:
+            on_start(spark_ui)
+        result_started = time.monotonic()
+        pipeline = Pipeline(spark, job.rules, job.config, store=job.store, on_batch=on_batch)
+        summary = pipeline.run_until_caught_up() if job.bounded else pipeline.run_streaming(job.stop_after_s)
+    except BaseException as exc:
+        status.close("stopped" if isinstance(exc, KeyboardInterrupt) else "failed", first_line(exc))
+        raise
+    status.close("stopped")
+    result = JobResult(summary, result_started - started, log)
     (location(job.config.output_dir) / "_summary.json").write_atomically(json.dumps(result.to_json(), indent=2))
     return result

@@ -102,6 +102,9 @@ def result_frame(
     metric = {
         "rows": result.rows,
         "accepted": result.accepted,
+        "control": result.control,
+        "refused": result.refused,
+        "skipped": result.skipped,
         "late": len(result.late),
         "dead": len(result.dead),
         "outputs": len(result.outputs),

@@ -12,24 +12,25 @@ import hashlib
 import json
 import signal
 import time
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from sparkcep.core.control import flush_record
-from sparkcep.core.engine import add_counts
 from sparkcep.core.idle import IdleClock
 from sparkcep.core.pages import DEFAULT_PAGE_KEYS
 from sparkcep.core.program import Program
 from sparkcep.errors import CheckpointMismatch, RunError
 from sparkcep.io.files import SPARK_READER, FileSource
+from sparkcep.io.lag import SourceLag
 from sparkcep.io.sink import BatchWriter
 from sparkcep.io.source import Source
 from sparkcep.io.storage import Location, location
 from sparkcep.outputs import DEADLETTER_DIR, ERRORS_DIR, LATE_DIR, BatchMetrics, read_metrics
 from sparkcep.rules.model import RuleSet, rule_keys
+from sparkcep.run_summary import RunSummary, source_position, summarize
 from sparkcep.spark.batches import BatchCollector
 from sparkcep.spark.idle import IdleAdvancer, known_watermark
 from sparkcep.spark.placement import balanced_bucket_keys, identity_bucket_keys
@@ -69,35 +70,16 @@ class RunConfig:
     idle_advance_ms: int | None = None
 
 
-@dataclass
-class RunSummary:
-    batches: int
-    input_rows: int  # rows Spark handed to the engine: one per line and grouping field
-    accepted: int  # of those, rows that at least one rule could use (late ones included)
-    late: int
-    dead_letters: int
-    # Copies of events dropped (same id, time and content): once per grouping that dropped one, and per rule
-    duplicates: int
-    duplicates_by_rule: dict[str, int]
-    rule_errors: int  # rules quarantined for a key after raising (records in _errors/)
-    unreadable_rule_versions: int  # rule-store versions that cannot be read: their rules held paused (_errors/)
-    outputs: dict[str, int]
-    max_event_time: str | None
-    buffered_events_peak: int  # events held across micro-batches, largest batch
-    state_bytes_peak: int  # state written by the largest batch, summed over its buckets
-    seconds: float
-    output_dir: str
-    paths: dict[str, str] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 class Pipeline:
     """One rule set (or rule store) over one source, with its checkpoint and sinks."""
 
     def __init__(
-        self, spark: SparkSession, rules: RuleSet | None, config: RunConfig, store: RuleStore | None = None
+        self,
+        spark: SparkSession,
+        rules: RuleSet | None,
+        config: RunConfig,
+        store: RuleStore | None = None,
+        on_batch: Callable[[BatchMetrics], None] | None = None,
     ) -> None:
         if (rules is None) == (store is None):
             raise ValueError("give either a rule set or a rule store")
@@ -110,12 +92,16 @@ class Pipeline:
         self.metrics_dir = self._state_dir / "metrics"
         self._query_checkpoint = self.checkpoint / "query"
         self.feed = None if store is None else RuleFeed(store, self.control_dir, config.buckets)
+        self.on_batch = on_batch  # told of every batch once it is written (a progress line, a log)
         self.rules_seq = 0
         self.unreadable_rule_versions = 0  # store versions no validation accepts (their rules are held paused)
         self.replan_needed = False
         self.bucket_keys: tuple[int, ...] = ()  # set by _check_checkpoint
         self.source: Source = config.source  # the file reader is the checkpoint's (set by _check_checkpoint)
         self._max_seen: int | None = None
+        # This run's batches are those after the last one the checkpoint has now (a batch run again after a crash
+        # belongs to the run that started it).
+        self._first_batch = max((m.batch_id for m in read_metrics(self.metrics_dir)), default=-1) + 1
         if rules is None:
             self._load_rules_from_store()
         else:
@@ -140,6 +126,8 @@ class Pipeline:
         latest = metrics.latest_time()
         if latest is not None and (self._max_seen is None or latest > self._max_seen):
             self._max_seen = latest
+        if self.on_batch is not None:
+            self.on_batch(metrics)
         if self.feed is None:
             return
         if metrics.failed_rules:
@@ -231,7 +219,14 @@ class Pipeline:
             watermark_floor_ms=resume.watermark_floor_ms,
         )
         stream = build_stream(self.spark, self.program, spec)
-        collector = BatchCollector(self.output, self._writers(), self.metrics_dir, self._after_batch, self._key_fields)
+        base = 0 if resume.rescaled is None else resume.rescaled.batch_base
+
+        def source_lag(batch_id: int) -> list[SourceLag]:
+            return spec.source.progress(self.source_offset(batch_id - base), self.program.time_field)
+
+        collector = BatchCollector(
+            self.output, self._writers(), self.metrics_dir, self._after_batch, self._key_fields, source_lag
+        )
         writer = stream.writeStream.foreachBatch(resume.numbered(collector))
         writer = writer.option("checkpointLocation", self._query_checkpoint.uri)
         if available_now:
@@ -239,6 +234,23 @@ class Pipeline:
         else:
             writer = writer.trigger(processingTime=trigger_interval or self.config.trigger_interval or "1 second")
         return resume.start(writer)
+
+    def source_offset(self, query_batch_id: int | None = None) -> dict[str, Any] | None:
+        """The input source's end offset of a batch of the query (its newest: None), as Spark's offset log holds it:
+        the log's third line is the first source's (the input; the control stream's comes after it). None when
+        the batch has none or the log cannot be read."""
+        offsets = self._query_checkpoint / "offsets"
+        if query_batch_id is None:
+            numbered = [int(p.name) for p in offsets.children("[0-9]*") if p.name.isdigit()]
+            if not numbered:
+                return None
+            query_batch_id = max(numbered)
+        try:
+            lines = (offsets / str(query_batch_id)).read_text().splitlines()
+            found = json.loads(lines[2]) if len(lines) > 2 else None
+        except (OSError, ValueError):
+            return None
+        return found if isinstance(found, dict) else None
 
     def _key_fields(self) -> dict[str, tuple[str, ...]]:
         """Rule id -> the fields that key its outputs, for the rules in effect now."""
@@ -365,40 +377,22 @@ class Pipeline:
         return max_time
 
     def summary(self, seconds: float) -> RunSummary:
-        metrics = read_metrics(self.metrics_dir)
-        outputs: dict[str, int] = {}
-        for m in metrics:
-            for name, count in m.by_type.items():
-                outputs[name] = outputs.get(name, 0) + count
-        max_times = [m.max_event_time for m in metrics if m.max_event_time is not None]
         out = self.output
-        return RunSummary(
-            batches=len(metrics),
-            input_rows=sum(m.rows for m in metrics),
-            accepted=sum(m.accepted for m in metrics),
-            late=sum(m.late for m in metrics),
-            dead_letters=sum(m.dead for m in metrics),
-            duplicates=sum(m.duplicates for m in metrics),
-            duplicates_by_rule=_summed(m.duplicates_by_rule for m in metrics),
-            rule_errors=sum(m.errors for m in metrics),
-            unreadable_rule_versions=self.unreadable_rule_versions,
-            outputs=dict(sorted(outputs.items())),
-            max_event_time=format_iso(max(max_times)) if max_times else None,
-            buffered_events_peak=max((m.buffered for m in metrics), default=0),
-            state_bytes_peak=max((m.state_bytes for m in metrics), default=0),
-            seconds=round(seconds, 3),
-            output_dir=str(out),
+        metrics = read_metrics(self.metrics_dir)
+        source: dict[str, Any] = {"type": "kafka" if self.source.directory is None else "files"}
+        source.update(source_position(self.source_offset()))
+        source["lag"] = metrics[-1].source_lag if metrics else []
+        return summarize(
+            metrics,
+            self._first_batch,
+            seconds,
+            source,
+            self.unreadable_rule_versions,
+            str(out),
             paths={
-                **{name: str(out / name) for name in outputs},
+                **{name: str(out / name) for name in sorted({n for m in metrics for n in m.by_type})},
                 "late": str(out / LATE_DIR),
                 "deadletter": str(out / DEADLETTER_DIR),
                 "errors": str(out / ERRORS_DIR),
             },
         )
-
-
-def _summed(counts: Iterable[dict[str, int]]) -> dict[str, int]:
-    total: dict[str, int] = {}
-    for batch in counts:
-        add_counts(total, batch)
-    return dict(sorted(total.items()))

@@ -34,6 +34,7 @@ __all__ = [
     "SqliteStore",
     "StoreError",
     "StoredVersion",
+    "check_store_exists",
     "definition_diff",
     "describe_diff",
     "open_store",
@@ -62,6 +63,30 @@ def _local_store(text: str) -> tuple[str, str, str] | None:
     return None
 
 
+def check_store_exists(spec: str | Path) -> None:
+    """Refuse a SQLite or JSON-file store whose file is missing or is a directory (other specs pass): the message
+    names the spec and the file, and says how a store is created."""
+    text = str(spec).strip()
+    local = _local_store(text)
+    if local is None:
+        return
+    path = Path(local[2]).expanduser().absolute()
+    if path.is_dir():
+        example = "rules.db" if local[0] == "sqlite" else "rules.json"
+        raise StoreError(
+            f"rule store {text}: {path} is a directory, expected the store's file\n"
+            f"Fix: give the path of the store file itself (for example {local[1]}{path / example})"
+        )
+    if not path.exists():
+        missing = next(p for p in reversed((path, *path.parents)) if not p.exists())
+        why = "does not exist" if missing == path else f"does not exist ({missing} is missing)"
+        raise StoreError(
+            f"rule store {text}: {path} {why}\n"
+            f"Fix: check the path, or create the store with 'sparkcep rules add FILE --store {text}' "
+            f"(or 'rules import FILE --store {text}')"
+        )
+
+
 def store_spec_relative_to(spec: str, base: Path) -> str:
     """``spec`` with a relative local store path made relative to ``base`` (other specs unchanged)."""
     local = _local_store(spec.strip())
@@ -70,12 +95,19 @@ def store_spec_relative_to(spec: str, base: Path) -> str:
     return f"{local[1]}{(base / local[2]).resolve()}"
 
 
-def open_store(spec: str | Path) -> RuleStore:
-    """Open (creating on first write or, for SQLite, on open) the rule store that ``spec`` names."""
+def open_store(spec: str | Path, *, create: bool = True) -> RuleStore:
+    """Open the rule store that ``spec`` names.
+
+    ``create``: a missing SQLite or JSON-file store is created (SQLite on open, a JSON file on the first write);
+    without it a missing store file is refused (:func:`check_store_exists`), so a mistyped path in a command
+    that reads a store is an error rather than an empty store. PostgreSQL stores create their tables either way.
+    """
     text = str(spec).strip()
     local = _local_store(text)
     if local is not None:
         kind, _prefix, path = local
+        if not create:
+            check_store_exists(text)
         return SqliteStore(path) if kind == "sqlite" else JsonFileStore(path)
     scheme, colon, _rest = text.partition(":")
     if colon and scheme in _POSTGRES_SCHEMES:

@@ -123,6 +123,21 @@
     return parseTime(value) === 0 ? 'the start of the stream (1970-01-01 00:00:00Z)' : fmtTime(value);
   }
 
+  // How far the job is behind its input (records and event time); the watermark's distance from the wall clock
+  // says nothing for historical data, so it is only the fallback of a job that reports no source lag.
+  function fmtSourceLag(health) {
+    const records = health.lag_records;
+    const time = health.lag_event_time_ms;
+    if ((records === null || records === undefined) && (time === null || time === undefined)) {
+      return health.watermark_lag_ms === null || health.watermark_lag_ms === undefined
+        ? '–' : `watermark ${fmtDuration(health.watermark_lag_ms)} behind now`;
+    }
+    const parts = [];
+    if (records !== null && records !== undefined) parts.push(`${fmtNumber(records)} rec`);
+    if (time !== null && time !== undefined) parts.push(fmtDuration(time));
+    return parts.join(' · ');
+  }
+
   function fmtDuration(ms) {
     if (ms === null || ms === undefined || Number.isNaN(ms)) return '–';
     const sign = ms < 0 ? '−' : '';
@@ -204,8 +219,20 @@
         else sessionStorage.removeItem(TOKEN_KEY);
       } catch { /* storage disabled: the token lives as long as the page */ }
       renderToken();
+      if (token && readsRefused) reloadAfterToken();
     },
   };
+
+  // A read came back 401/403: the page shows nothing until a token is given, then loads everything again.
+  let readsRefused = false;
+
+  function reloadAfterToken() {
+    readsRefused = false;
+    $('#token-prompt').hidden = true;
+    loadRules();
+    loadHealth();
+    connectAlerts();
+  }
 
   function takeTokenFromFragment() {
     const fragment = location.hash.replace(/^#/, '');
@@ -227,19 +254,28 @@
     $('.token-area').classList.toggle('needs-token', false);
   }
 
-  function tokenProblem(status) {
+  function tokenProblem(status, read = false) {
     const area = $('.token-area');
+    if (read) {
+      readsRefused = true;
+      $('#token-prompt').hidden = false;
+      $('.token-prompt-text').textContent = status === 401
+        ? 'This console shows rules, alerts and health only with its token. Paste the token `sparkcep console` '
+          + 'printed at start into the Token field above, or open the URL it printed (the one ending in #token=…).'
+        : 'The token was rejected. Paste the one `sparkcep console` printed at start (a restarted console '
+          + 'prints a new one unless its token comes from an environment variable).';
+    }
     if (status === 401) {
       area.classList.add('needs-token');
       $('#token-form').hidden = false;
       $('#token-status').hidden = true;
-      $('#token-input').focus();
-      return '401 Unauthorized: changes need the write token. Paste the token the console printed at start '
+      if (!read || document.activeElement === document.body) $('#token-input').focus();
+      return '401 Unauthorized: the console needs its token. Paste the token the console printed at start '
         + '(or open the URL with #token=…).';
     }
     area.classList.add('needs-token');
     $('#token-form').hidden = false;
-    return '403 Forbidden: the write token was rejected. Paste the right one.';
+    return '403 Forbidden: the token was rejected. Paste the right one.';
   }
 
   /* ---------- HTTP ---------- */
@@ -273,10 +309,9 @@
   async function api(method, path, body) {
     const headers = {Accept: 'application/json'};
     if (body !== undefined) headers['Content-Type'] = 'application/json';
-    if (method !== 'GET' && method !== 'HEAD') {
-      const token = auth.get();
-      if (token) headers.Authorization = `Bearer ${token}`;
-    }
+    // Reads too: the console answers them only with the token unless it runs with --public-read.
+    const token = auth.get();
+    if (token) headers.Authorization = `Bearer ${token}`;
     let response;
     try {
       response = await fetch(path, {
@@ -294,11 +329,120 @@
     }
     if (!response.ok) {
       let message;
-      if (response.status === 401 || response.status === 403) message = tokenProblem(response.status);
-      else message = `${response.status} ${response.statusText}${failureText(data) ? `: ${failureText(data)}` : ''}`;
+      const refused = response.status === 401 || response.status === 403;
+      if (refused && token !== auth.get()) {
+        // A refusal of the token the user has just replaced: not worth a prompt.
+        message = `${response.status}: sent with a token since replaced; the next attempt uses the new one`;
+      } else if (refused) {
+        message = tokenProblem(response.status, method === 'GET' || method === 'HEAD');
+      } else {
+        message = `${response.status} ${response.statusText}${failureText(data) ? `: ${failureText(data)}` : ''}`;
+      }
       throw new ApiError(response.status, data, message);
     }
     return data;
+  }
+
+  /**
+   * The live stream over fetch(), with EventSource's interface (readyState, onopen, onerror, onmessage,
+   * addEventListener, close): EventSource cannot send the Authorization header, and a token in the URL would end
+   * up in server and proxy logs. Like EventSource it reconnects after a network failure or the end of the stream
+   * (after the server's `retry:` delay) and gives up on a refusal (any answer but 200).
+   */
+  class AuthorizedEventSource {
+    static CONNECTING = 0;
+    static OPEN = 1;
+    static CLOSED = 2;
+
+    constructor(url) {
+      this.url = url;
+      this.readyState = AuthorizedEventSource.CONNECTING;
+      this.onopen = null;
+      this.onerror = null;
+      this.onmessage = null;
+      this.listeners = {};
+      this.retryMs = 2000;
+      this.lastEventId = '';
+      this.controller = null;
+      this.timer = null;
+      this.connect();
+    }
+
+    addEventListener(type, listener) {
+      (this.listeners[type] = this.listeners[type] || []).push(listener);
+    }
+
+    close() {
+      this.readyState = AuthorizedEventSource.CLOSED;
+      clearTimeout(this.timer);
+      if (this.controller) this.controller.abort();
+    }
+
+    emit(type, event) {
+      const handler = this[`on${type}`];
+      if (typeof handler === 'function') handler.call(this, event);
+      for (const listener of this.listeners[type] || []) listener.call(this, event);
+    }
+
+    async connect() {
+      if (this.readyState === AuthorizedEventSource.CLOSED) return;
+      this.controller = new AbortController();
+      const headers = {Accept: 'text/event-stream'};
+      const token = auth.get();
+      if (token) headers.Authorization = `Bearer ${token}`;
+      if (this.lastEventId) headers['Last-Event-ID'] = this.lastEventId;
+      try {
+        const response = await fetch(this.url, {headers, cache: 'no-store', signal: this.controller.signal});
+        if (!response.ok || !response.body) {
+          const current = token === auth.get(); // not a refusal of a token given meanwhile
+          if ((response.status === 401 || response.status === 403) && current) tokenProblem(response.status, true);
+          this.readyState = AuthorizedEventSource.CLOSED;
+          this.emit('error', new Event('error'));
+          return;
+        }
+        this.readyState = AuthorizedEventSource.OPEN;
+        this.emit('open', new Event('open'));
+        await this.read(response.body.getReader());
+      } catch { /* the network failed, or close() aborted the request */ }
+      if (this.readyState === AuthorizedEventSource.CLOSED) return;
+      this.readyState = AuthorizedEventSource.CONNECTING;
+      this.emit('error', new Event('error'));
+      this.timer = setTimeout(() => this.connect(), this.retryMs);
+    }
+
+    async read(reader) {
+      const decoder = new TextDecoder();
+      let buffer = '';
+      let data = [];
+      let type = '';
+      for (;;) {
+        const {value, done} = await reader.read();
+        if (done) return;
+        buffer += decoder.decode(value, {stream: true});
+        const lines = buffer.split(/\r?\n/);
+        buffer = lines.pop();
+        for (const line of lines) {
+          if (line === '') { // a blank line ends an event
+            if (data.length) {
+              const name = type || 'message';
+              this.emit(name, new MessageEvent(name, {data: data.join('\n'), lastEventId: this.lastEventId}));
+            }
+            data = [];
+            type = '';
+            continue;
+          }
+          if (line.startsWith(':')) continue; // a comment: connected, keep-alive
+          const colon = line.indexOf(':');
+          const field = colon < 0 ? line : line.slice(0, colon);
+          let text = colon < 0 ? '' : line.slice(colon + 1);
+          if (text.startsWith(' ')) text = text.slice(1);
+          if (field === 'data') data.push(text);
+          else if (field === 'event') type = text;
+          else if (field === 'id') this.lastEventId = text;
+          else if (field === 'retry' && /^\d+$/.test(text)) this.retryMs = Number(text);
+        }
+      }
+    }
   }
 
   function showFailure(what, error) {
@@ -1021,8 +1165,39 @@
           h('thead', {}, h('tr', {}, h('th', {scope: 'col'}, 'alert type'), h('th', {scope: 'col'}, 'count'))),
           h('tbody', {}, byType.map(([type, count]) => h('tr', {}, h('td', {}, type), h('td', {}, fmtNumber(count))))))
         : null,
+      comparisonView(result.comparison),
       sample.length ? h('h3', {}, `Sample (${sample.length})`) : null,
       sample.length ? h('ol', {class: 'alerts-list', testid: 'backtest-sample'}, sample.map((a) => alertItem(a, false, 'sample-alert'))) : null);
+  }
+
+  /** The draft against the rule's current version: counts, then the first added and removed alerts. */
+  function comparisonView(c) {
+    if (!c || typeof c !== 'object') return null;
+    const hasCurrent = c.current_version !== null && c.current_version !== undefined;
+    let against = 'a new rule (no current version): every alert is added';
+    if (hasCurrent) {
+      against = `against the current version v${c.current_version}`;
+      against += c.current_state === 'ACTIVE'
+        ? ` (${fmtNumber(c.current_alerts)} alert${c.current_alerts === 1 ? '' : 's'})`
+        : ` (${c.current_state}: it raises nothing now)`;
+    }
+    const listOf = (alerts, total, testid, title) => {
+      const items = Array.isArray(alerts) ? alerts : [];
+      if (!items.length) return [];
+      const shown = items.length < total ? `the first ${items.length} of ${fmtNumber(total)}` : fmtNumber(total);
+      return [h('h3', {}, `${title} (${shown})`),
+        h('ol', {class: 'alerts-list', testid: `${testid}-list`}, items.map((a) => alertItem(a, false, `${testid}-alert`)))];
+    };
+    return h('div', {class: 'backtest-diff', testid: 'backtest-diff'},
+      h('p', {class: 'diff-headline'},
+        h('span', {class: 'diff-added', testid: 'backtest-added', dataset: {count: String(c.added)}}, `+${fmtNumber(c.added)} added`),
+        ' · ',
+        h('span', {class: 'diff-removed', testid: 'backtest-removed', dataset: {count: String(c.removed)}}, `−${fmtNumber(c.removed)} removed`),
+        ' · ',
+        h('span', {class: 'diff-unchanged', testid: 'backtest-unchanged', dataset: {count: String(c.unchanged)}}, `${fmtNumber(c.unchanged)} unchanged`),
+        h('span', {class: 'muted small', testid: 'backtest-against'}, ` ${against}; the same alert has the same event id`)),
+      ...listOf(c.added_alerts, c.added, 'added', 'Added'),
+      ...listOf(c.removed_alerts, c.removed, 'removed', 'Removed'));
   }
 
   /* ---------- live alerts ---------- */
@@ -1073,12 +1248,13 @@
     seenAlerts.clear();
     $('#alerts-list').replaceChildren();
     updateAlertCount();
+    resumeAlerts(false); // other filters, another list: what was held belongs to the old one
     const {rule_id: ruleId, key} = filters();
     const label = [ruleId && `rule ${ruleId}`, key && `key ${key}`].filter(Boolean).join(', ');
     setStream('waiting', 'connecting…');
     // The stream sends what is written after it opened; on every (re)connection the newest alerts so far fill
     // the gap before it. Duplicates are dropped by event id.
-    const stream = new EventSource(`/api/alerts/stream${query({rule_id: ruleId, key})}`);
+    const stream = new AuthorizedEventSource(`/api/alerts/stream${query({rule_id: ruleId, key})}`);
     source = stream;
     stream.onopen = async () => {
       setStream('up', `live${label ? ` — ${label}` : ''}`);
@@ -1112,6 +1288,10 @@
     if (!alert || typeof alert !== 'object') return;
     const identity = alertIdentity(alert);
     if (seenAlerts.has(identity)) return;
+    if (held.on) {
+      holdAlert(identity, alert, fresh);
+      return;
+    }
     seenAlerts.add(identity);
     const list = $('#alerts-list');
     const item = alertItem(alert, fresh);
@@ -1127,6 +1307,45 @@
       last.remove();
     }
     updateAlertCount();
+  }
+
+  /* Pause: the list holds still under the cursor; alerts that arrive meanwhile are counted and kept (the newest
+   * MAX_ALERTS of them, as many as the list shows) and go into the list on resume. */
+  const held = {on: false, alerts: [], ids: new Set()};
+
+  function holdAlert(identity, alert, fresh) {
+    if (held.ids.has(identity)) return;
+    held.ids.add(identity);
+    held.alerts.push([alert, fresh]);
+    if (held.alerts.length > MAX_ALERTS) held.alerts.shift();
+    updateHeld();
+  }
+
+  function pauseAlerts() {
+    held.on = true;
+    updateHeld();
+  }
+
+  /** Resume the list; ``show`` false drops what was held (the list was replaced). */
+  function resumeAlerts(show = true) {
+    const waiting = held.alerts.splice(0);
+    held.ids.clear();
+    held.on = false;
+    if (show) for (const [alert, fresh] of waiting) addAlert(alert, fresh);
+    updateHeld();
+  }
+
+  function updateHeld() {
+    const count = held.ids.size;
+    const button = $('#alerts-pause');
+    button.textContent = held.on ? `Resume${count ? ` (${count} new)` : ''}` : 'Pause';
+    button.setAttribute('aria-pressed', String(held.on));
+    button.classList.toggle('is-paused', held.on);
+    const note = $('#alerts-held');
+    note.textContent = held.on ? `paused: ${count} new` : '';
+    note.dataset.count = String(count);
+    note.hidden = !held.on;
+    $('#alerts-list').classList.toggle('is-paused', held.on);
   }
 
   function updateAlertCount() {
@@ -1209,6 +1428,125 @@
     ];
   }
 
+  /* ---------- job state ---------- */
+
+  const JOB_STATES = ['starting', 'running', 'stopped', 'failed', 'lost', 'unknown'];
+
+  function ago(value) {
+    const ms = parseTime(value);
+    return ms === null ? '' : ` (${fmtDuration(Math.max(Date.now() - ms, 0))} ago)`;
+  }
+
+  /** The job's state from the health answer: what it is, since when, why (lost, unknown, failed), and where. */
+  function renderJob(job, lastBatchAt) {
+    const info = job && typeof job === 'object' ? job : {};
+    const state = JOB_STATES.includes(info.state) ? info.state : 'unknown';
+    const badge = $('#job-state-badge');
+    badge.dataset.state = state;
+    badge.textContent = `job ${state}`;
+    let since = '';
+    if (info.since) since = `${state === 'lost' ? 'last heartbeat' : 'since'} ${fmtTime(info.since)}${ago(info.since)}`;
+    $('#job-state-since').textContent = since;
+    const reason = $('#job-state-reason');
+    reason.textContent = info.reason || '';
+    reason.hidden = !info.reason;
+    let mode = null;
+    if (info.bounded === true) mode = 'ends when caught up';
+    else if (info.bounded === false) mode = 'streaming';
+    $('#job-state-meta').textContent = [
+      info.command && `sparkcep ${info.command}`, mode,
+      info.pid !== null && info.pid !== undefined && `pid ${info.pid}`, info.host && `on ${info.host}`,
+    ].filter(Boolean).join(' · ');
+    if (lastBatchAt !== undefined) { // undefined: not known now, keep what was shown
+      $('#job-last-batch').textContent = `last batch: ${lastBatchAt ? `${fmtTime(lastBatchAt)}${ago(lastBatchAt)}` : 'none yet'}`;
+    }
+    const link = $('#spark-ui-link');
+    const address = typeof info.spark_ui === 'string' && /^https?:\/\//i.test(info.spark_ui) ? info.spark_ui : null;
+    if (address) {
+      link.href = address;
+      link.title = address;
+    } else {
+      link.removeAttribute('href');
+    }
+    link.hidden = !address;
+  }
+
+  /* ---------- late and dead-letter records ---------- */
+
+  const RECORDS_PAGE = 25;
+  const RECORD_KINDS = {deadletter: 'dead letters', late: 'late records'};
+  // before: the total when the list was opened, so paging through it holds still while the job writes more.
+  const records = {kind: null, offset: 0, before: null, generation: 0};
+
+  async function openRecords(kind, offset = 0, before = null) {
+    if (!RECORD_KINDS[kind]) return;
+    records.generation += 1;
+    const generation = records.generation;
+    for (const button of document.querySelectorAll('.panel-records [data-records]')) {
+      button.setAttribute('aria-pressed', String(button.dataset.records === kind));
+    }
+    const list = $('#records-list');
+    list.dataset.state = 'loading';
+    list.dataset.kind = kind;
+    $('#records-hint').hidden = true;
+    let page;
+    try {
+      page = await api('GET', `/api/records/${kind}${query({offset, limit: RECORDS_PAGE, before})}`);
+    } catch (error) {
+      if (generation !== records.generation) return;
+      list.dataset.state = 'failed';
+      list.replaceChildren(h('li', {class: 'quarantine'}, `could not read the ${RECORD_KINDS[kind]}: ${error.message}`));
+      $('#records-pager').hidden = true;
+      return;
+    }
+    if (generation !== records.generation) return; // another page was asked for meanwhile
+    Object.assign(records, {kind, offset, before: before === null ? page.total : before});
+    renderRecords(page || {});
+  }
+
+  function renderRecords(page) {
+    const list = $('#records-list');
+    const items = Array.isArray(page.records) ? page.records : [];
+    const name = RECORD_KINDS[records.kind];
+    list.dataset.state = 'done';
+    list.replaceChildren(...(items.length ? items.map(recordItem) : [h('li', {class: 'muted empty'}, `no ${name}`)]));
+    const shown = records.before;
+    $('#records-count').textContent = `(${fmtNumber(page.total)} ${name})`;
+    const newer = Number(page.total) - shown;
+    $('#records-range').textContent = items.length
+      ? `${fmtNumber(records.offset + 1)}–${fmtNumber(records.offset + items.length)} of ${fmtNumber(shown)}, newest first`
+        + (newer > 0 ? ` · ${fmtNumber(newer)} newer since opened` : '')
+      : '';
+    $('#records-pager').hidden = shown === 0;
+    $('#records-newer').disabled = records.offset === 0;
+    $('#records-older').disabled = records.offset + RECORDS_PAGE >= shown;
+    $('#records-newest').disabled = records.offset === 0 && newer <= 0;
+  }
+
+  function recordItem(record) {
+    const origin = record.origin && typeof record.origin === 'object'
+      ? Object.entries(record.origin).map(([name, value]) => `${name} ${fmtValue(value)}`).join(', ')
+      : 'no origin recorded';
+    const key = record.key && typeof record.key === 'object'
+      ? Object.entries(record.key).map(([name, value]) => `${name}=${fmtValue(value)}`).join(', ') : '';
+    const line = typeof record.line === 'string' ? record.line : null;
+    return h('li', {class: 'record-item', testid: 'record-item', dataset: {index: String(record.index), reason: String(record.reason ?? '')}},
+      h('div', {class: 'record-head'},
+        h('span', {class: 'record-reason', testid: 'record-reason'}, record.reason ?? 'unreadable record'),
+        h('span', {class: 'record-origin', testid: 'record-origin'}, origin),
+        h('span', {class: 'record-place'}, `#${record.index} · ${record.file}:${record.line_number}`)),
+      record.event_time
+        ? h('p', {class: 'record-times', testid: 'record-times'},
+          `event time ${fmtTime(record.event_time)}, watermark ${fmtTime(record.watermark)}${key ? `, key ${key}` : ''}`)
+        : null,
+      record.unreadable ? h('p', {class: 'quarantine'}, record.unreadable) : null,
+      line !== null ? h('pre', {class: 'record-line', testid: 'record-line'}, line) : null,
+      record.line_truncated
+        ? h('p', {class: 'record-cut', testid: 'record-cut'},
+          `the first ${fmtNumber(line ? line.length : 0)} of ${fmtNumber(record.line_chars)} characters`)
+        : null);
+  }
+
   /* ---------- health ---------- */
 
   let lastSeries = [];
@@ -1219,6 +1557,8 @@
       health = await api('GET', '/api/health');
     } catch (error) {
       $('#health-updated').textContent = `health unavailable: ${error.message}`;
+      // A state shown from an earlier answer could be stale: say it is not known now.
+      renderJob({state: 'unknown', reason: `the console could not read the job's state: ${error.message}`});
       return;
     }
     renderHealth(health || {});
@@ -1231,9 +1571,10 @@
   }
 
   function renderHealth(health) {
+    renderJob(health.job, health.last_batch_at);
     setTile('health-throughput', health.throughput_eps === undefined || health.throughput_eps === null ? '–' : `${fmtNumber(health.throughput_eps, 1)} ev/s`);
     setTile('health-watermark', health.watermark ? fmtTime(health.watermark) : 'none yet');
-    setTile('health-lag', fmtDuration(health.watermark_lag_ms));
+    setTile('health-lag', fmtSourceLag(health));
     setTile('health-state', `${fmtBytes(health.state_bytes)}${health.state_keys !== undefined && health.state_keys !== null ? ` · ${fmtNumber(health.state_keys)} keys` : ''}`);
     setTile('health-batches', `${fmtNumber(health.batches)} / ${fmtNumber(health.events)}`);
     setTile('health-late', fmtNumber(health.late), Number(health.late) > 0);
@@ -1393,7 +1734,7 @@
       if (!token) return;
       auth.set(token);
       $('#token-input').value = '';
-      notify('ok', 'write token kept for this tab');
+      notify('ok', 'token kept for this tab');
     });
     $('#token-forget').addEventListener('click', () => auth.set(''));
     $('.notice-close').addEventListener('click', () => { $('#notice').hidden = true; });
@@ -1451,6 +1792,21 @@
       $('#alerts-list').replaceChildren();
       seenAlerts.clear();
       updateAlertCount();
+    });
+    $('#alerts-pause').addEventListener('click', () => (held.on ? resumeAlerts() : pauseAlerts()));
+
+    for (const button of document.querySelectorAll('[data-records]')) {
+      button.addEventListener('click', () => {
+        openRecords(button.dataset.records);
+        if (button.classList.contains('tile-open')) $('#records-panel').scrollIntoView({block: 'start'});
+      });
+    }
+    $('#records-newest').addEventListener('click', () => openRecords(records.kind));
+    $('#records-newer').addEventListener('click', () => {
+      openRecords(records.kind, Math.max(records.offset - RECORDS_PAGE, 0), records.before);
+    });
+    $('#records-older').addEventListener('click', () => {
+      openRecords(records.kind, records.offset + RECORDS_PAGE, records.before);
     });
 
     window.addEventListener('resize', drawChart);

@@ -4,11 +4,16 @@ backfill there)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sparkcep.io.kafka.client import KafkaError, resolve_properties
+from sparkcep.io.lag import SourceLag
+
+# Options of the source that are not the reader's: the consumer group its progress is committed to.
+_PROGRESS_OPTIONS = ("commitgroup",)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -18,18 +23,21 @@ if TYPE_CHECKING:
 class KafkaSource:
     """Records of ``options["topics"]``; ``options`` are the reader's (see :mod:`sparkcep.io.kafka.reader`).
 
-    With ``time_field_fallback`` an event without the rules' time field takes its record timestamp.
+    With ``time_field_fallback`` an event without the rules' time field takes its record timestamp. Option
+    ``commitgroup``: the consumer group :meth:`progress` commits the job's position to (none: no commits);
+    ``progress_timeout_s`` bounds each of its waits for the brokers.
     """
 
     options: tuple[tuple[str, str], ...]
     time_field_fallback: bool = False
+    progress_timeout_s: float = 5.0
 
     @property
     def directory(self) -> Path | None:
         return None
 
     def reader_options(self, time_field: str) -> dict[str, str]:
-        options = dict(self.options)
+        options = {name: value for name, value in self.options if name not in _PROGRESS_OPTIONS}
         if self.time_field_fallback:
             options["timefield"] = time_field
         return dict(sorted(options.items()))
@@ -40,6 +48,15 @@ class KafkaSource:
         records = kafka_records(spark, self.reader_options(time_field))
         origin = F.to_json(F.struct("topic", "partition", "offset"))
         return records.where(F.col("value").isNotNull()).select("value", origin.alias("origin"))
+
+    def progress(self, offset: Mapping[str, Any] | None, time_field: str) -> list[SourceLag]:
+        """Lag per topic-partition behind ``offset`` (the batch's end, either reader's form), in records and in
+        event time (record timestamps), and the offsets committed to the ``commitgroup`` consumer group (see
+        :mod:`sparkcep.io.kafka.progress`). The records' timestamps are their event times: ``time_field`` is
+        not needed."""
+        from sparkcep.io.kafka.progress import source_progress
+
+        return source_progress(dict(self.options), offset, self.progress_timeout_s)
 
 
 def kafka_records(spark: SparkSession, options: dict[str, str]) -> DataFrame:

@@ -5,6 +5,10 @@ a marker record (``sink id -> batch id``) in a small marker topic. Before writin
 the last committed marker: if it is ``n`` or later the batch was already written (Spark runs a batch again
 after a crash) and nothing is sent. The transactional id fences a previous incarnation of the same sink, so a
 zombie driver cannot commit either. Consumers read with ``isolation.level=read_committed``.
+
+Topics are created when missing, before the first record goes to them (never by a broker's auto-create): output
+topics with the configured partitions and replication factor, the marker topic with one partition, compacted
+(only the last marker of each sink matters). Existing topics are left as they are.
 """
 
 from __future__ import annotations
@@ -14,9 +18,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from sparkcep.io.kafka import client as kafka
+from sparkcep.io.kafka.topics import BROKER_DEFAULT_REPLICATION, TopicSettings, ensure_topics
 from sparkcep.outputs import KeyFields, Outputs, key_values, record_time
 
 DEFAULT_MARKER_TOPIC = "sparkcep-sink-commits"
+_ADMIN_TIMEOUT_S = 30.0
 
 
 class KafkaBatchWriter:
@@ -30,9 +36,12 @@ class KafkaBatchWriter:
         include: tuple[str, ...] = (),
         marker_topic: str = DEFAULT_MARKER_TOPIC,
         properties: Mapping[str, str] | None = None,
+        partitions: int = 1,
+        replication_factor: int = BROKER_DEFAULT_REPLICATION,
     ) -> None:
         """``topics`` maps output names to topic names (default: ``topic_prefix + name``); outputs whose name
-        starts with ``_`` (``_deadletter``, ``_late``, ``_errors``) are sent only when listed in ``include``."""
+        starts with ``_`` (``_deadletter``, ``_late``, ``_errors``) are sent only when listed in ``include``.
+        ``partitions`` and ``replication_factor`` (-1: the broker's default) shape the topics the sink creates."""
         self.bootstrap = bootstrap
         self.sink_id = sink_id
         self.topics = dict(topics or {})
@@ -41,6 +50,8 @@ class KafkaBatchWriter:
         self.marker_topic = marker_topic
         self.properties = dict(properties or {})
         kafka.check_no_inline_secrets(self.properties, f"Kafka sink {sink_id!r}")
+        self.new_topic = TopicSettings(partitions, replication_factor)
+        self._ready: set[str] = set()  # topics known to exist
         self._producer: Any = None
         self._last_committed: int | None = None
 
@@ -62,10 +73,24 @@ class KafkaBatchWriter:
                 "enable.idempotence": True,
                 **kafka.resolve_properties(self.properties),
             }
+            marker = TopicSettings(1, self.new_topic.replication_factor, {"cleanup.policy": "compact"})
+            self._ensure_topics({self.marker_topic: marker})
             self._producer = Producer(config)
             self._producer.init_transactions(30)
             self._last_committed = self._read_last_marker()
         return self._producer
+
+    def _ensure_topics(self, wanted: Mapping[str, TopicSettings]) -> None:
+        """Create the topics of ``wanted`` that do not exist yet (asks the brokers once per topic a run)."""
+        new = {topic: settings for topic, settings in wanted.items() if topic not in self._ready}
+        if not new:
+            return
+        fixes = (
+            "start the brokers, or correct sinks.kafka.bootstrap_servers and its properties",
+            "create it yourself, or change sinks.kafka.partitions / replication_factor",
+        )
+        ensure_topics(self.bootstrap, self.properties, new, _ADMIN_TIMEOUT_S, f"Kafka sink {self.sink_id!r}", fixes)
+        self._ready.update(new)
 
     def _read_last_marker(self) -> int:
         """The last batch id this sink committed (-1: none), read from the marker topic."""
@@ -102,6 +127,8 @@ class KafkaBatchWriter:
         assert self._last_committed is not None
         if batch_id <= self._last_committed:
             return 0  # written before a restart: sending again would duplicate
+        topics = {self.topic_for(name) for name in outputs if outputs[name]}
+        self._ensure_topics({topic: self.new_topic for topic in topics if topic is not None})
         sent = 0
         producer.begin_transaction()
         try:

@@ -1,0 +1,201 @@
+"""What ``sparkcep run`` and ``backtest`` check before Spark starts: the directories are what the options say,
+and the servers of the job answer within a bounded wait.
+
+A mistake found here costs a second instead of a Spark start (10-60 s) and a failed query, and leaves nothing
+behind: no input directory created for a mistyped path, no checkpoint for a job that cannot run. Each message is
+two lines, the thing named with what was expected and what came, then ``Fix:``. A PostgreSQL server that does
+not answer raises the driver's error, which :mod:`sparkcep.failures` names like every other unreachable server.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from sparkcep.config import FilesSourceConfig, KafkaSourceConfig, PipelineConfig
+from sparkcep.io.kafka import client as kafka
+from sparkcep.io.storage import Location, StorageError, location
+from sparkcep.store import StoreError
+from sparkcep.timeutil import format_duration
+
+DEFAULT_CONNECT_TIMEOUT = "10s"
+_POLL_S = 0.25  # how often the Kafka check looks at what librdkafka met while it waits
+
+
+# -- directories --------------------------------------------------------------------------------------------
+
+
+def require_input_directory(place: Location, option: str, create_hint: str | None) -> None:
+    """``place`` must be an existing directory. ``create_hint`` says how to have it created (None: it must exist,
+    as for a backtest's history)."""
+    if place.is_dir():
+        return
+    require_directory_or_nothing(place, option, _INPUT_FILE_FIX)
+    fix = "check the path"
+    if create_hint is not None:
+        fix += f", or {create_hint} to create it and wait for files"
+    raise StorageError(f"{option} {place}: no such directory\nFix: {fix}")
+
+
+_INPUT_FILE_FIX = "give the directory the input files are in, not one of the files"
+
+
+def require_directory_or_nothing(place: Location, option: str, fix: str | None = None) -> None:
+    """``place`` may be missing (the run creates it) but not a file."""
+    if place.exists() and not place.is_dir():
+        fix = fix or "give a directory path (a missing one is created), or move the file away"
+        raise StorageError(f"{option} {place}: expected a directory, got a file\nFix: {fix}")
+
+
+# -- servers ------------------------------------------------------------------------------------------------
+
+
+def require_postgres(url: str, role: str, timeout_ms: int) -> None:
+    """Connect to ``url`` once, waiting at most ``timeout_ms``; the driver's error is raised as the rule store's
+    own connection errors are (the failure handler names host, port, role and the fix)."""
+    import psycopg
+
+    from sparkcep.store.pg_url import parse_url, refuse_password
+
+    refuse_password(url, role)
+    # libpq's connect_timeout is whole seconds, and it treats values below 2 as 2.
+    seconds = max(2, round(timeout_ms / 1000))
+    try:
+        with psycopg.connect(parse_url(url, role).conninfo, connect_timeout=seconds):
+            pass
+    except psycopg.Error as exc:
+        raise StoreError(f"{role} {url}: {type(exc).__name__}: {exc}".strip()) from exc
+
+
+# librdkafka's texts: "127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: Connection refused (after 0ms
+# in state CONNECT)"; the broker's name in front and the state at the end say nothing more to the user.
+_BROKER_PREFIX = re.compile(r"^\S+/\S+: ")
+_STATE_SUFFIX = re.compile(r"\s*\(after \d+ms in state \w+\)\s*$")
+
+
+def require_kafka(
+    bootstrap: str,
+    properties: Mapping[str, str],
+    role: str,
+    timeout_ms: int,
+    pipeline_file: str,
+    topics: list[str] | None = None,
+) -> None:
+    """Ask the brokers for their topics, waiting at most ``timeout_ms`` (less when every broker refused or cannot
+    be resolved); with ``topics``, each must exist."""
+    from confluent_kafka import KafkaError as ClientError
+    from confluent_kafka import KafkaException
+
+    met: list[Any] = []  # what librdkafka reports: refused, unresolved, authentication failed, ...
+    quiet = logging.getLogger("sparkcep.preflight.kafka")
+    if not quiet.handlers:
+        quiet.addHandler(logging.NullHandler())
+    quiet.propagate = False  # librdkafka would print every retry on stderr; the message below says it once
+    consumer = kafka.consumer(bootstrap, properties, error_cb=met.append, logger=quiet)
+    deadline = time.monotonic() + timeout_ms / 1000
+    try:
+        while True:
+            try:
+                metadata = consumer.list_topics(timeout=_POLL_S)
+                break
+            except KafkaException:
+                consumer.poll(0)  # delivers the errors met meanwhile to error_cb
+                all_down = any(error.code() == ClientError._ALL_BROKERS_DOWN for error in met)
+                if all_down or time.monotonic() >= deadline:
+                    raise kafka.KafkaError(_unreachable(bootstrap, role, met, timeout_ms, pipeline_file)) from None
+    finally:
+        consumer.close()
+    for topic in topics or []:
+        info = metadata.topics.get(topic)
+        if info is None or info.error is not None:
+            raise kafka.KafkaError(
+                f"Kafka topic {topic!r} ({role}) does not exist at {bootstrap}\n"
+                f"Fix: create it (kafka-topics.sh --create --topic {topic} ...) or correct source.topics in "
+                f"{pipeline_file}"
+            )
+
+
+def _unreachable(bootstrap: str, role: str, met: list[Any], timeout_ms: int, pipeline_file: str) -> str:
+    from confluent_kafka import KafkaError as ClientError
+
+    causes = [error for error in met if error.code() != ClientError._ALL_BROKERS_DOWN]
+    where = f"{'sinks.kafka' if role == 'sink' else 'source'}.bootstrap_servers in {pipeline_file}"
+    if not causes:
+        reason = f"no answer within {format_duration(timeout_ms)} (--connect-timeout)"
+        fix = f"check that the brokers run and the network lets this machine reach them, or correct {where}"
+        return f"cannot reach Kafka at {bootstrap} ({role}): {reason}\nFix: {fix}"
+    first = causes[0]
+    text = _STATE_SUFFIX.sub("", _BROKER_PREFIX.sub("", str(first.str())))
+    if first.code() == ClientError._TRANSPORT:
+        text = text.rsplit(": ", 1)[-1]  # "Connect to ipv4#... failed: Connection refused": the cause
+    reason = text[:1].lower() + text[1:]
+    fixes = {
+        ClientError._RESOLVE: f"correct the host name in {where}",
+        ClientError._AUTHENTICATION: "check the SASL/SSL properties and the environment variables their env: "
+        "values name",
+        ClientError._BAD_MSG: f"something answers there, but not as a Kafka broker: check the port in {where}",
+    }
+    fix = fixes.get(first.code(), f"start the brokers or correct {where}")
+    return f"cannot reach Kafka at {bootstrap} ({role}): {reason}\nFix: {fix}"
+
+
+# -- what a command checks ----------------------------------------------------------------------------------
+
+
+def check_run_places(inputs: Location, output: Location, checkpoint: Location, create_input: bool) -> None:
+    """``sparkcep run``'s directories: an existing input directory (or ``--create-input``), and no file where the
+    output or the checkpoint directory goes."""
+    require_directory_or_nothing(output, "--output")
+    require_directory_or_nothing(checkpoint, "--checkpoint")
+    if create_input:
+        require_directory_or_nothing(inputs, "--input", _INPUT_FILE_FIX)
+    else:
+        require_input_directory(inputs, "--input", "pass --create-input")
+
+
+def check_stores(rules_store: str | None, alert_stores: Sequence[str], timeout_ms: int) -> None:
+    """A rule store's file exists; every PostgreSQL server (rule store, alert stores) answers."""
+    from sparkcep.store import check_store_exists
+
+    if rules_store is not None:
+        if _is_postgres(rules_store):
+            require_postgres(rules_store, "rule store", timeout_ms)
+        else:
+            check_store_exists(rules_store)
+    for url in alert_stores:
+        if not _is_postgres(url):
+            raise StoreError(
+                f"alert store {url}: expected a PostgreSQL URL, postgresql://user@host:port/db\n"
+                "Fix: give the database's URL (the password comes from PGPASSWORD or ~/.pgpass)"
+            )
+        require_postgres(url, "alert store", timeout_ms)
+
+
+def check_pipeline(config: PipelineConfig, config_path: Path, timeout_ms: int) -> None:
+    """What a pipeline file names: its directories, its rule store, and its Kafka brokers and topics."""
+    source = config.source
+    require_directory_or_nothing(location(config.sinks.files), f"{config_path}: sinks.files")
+    require_directory_or_nothing(location(config.checkpoint), f"{config_path}: checkpoint")
+    if isinstance(source, FilesSourceConfig):
+        place = location(source.path)
+        if source.create:
+            require_directory_or_nothing(place, f"{config_path}: source.path", _INPUT_FILE_FIX)
+        else:
+            hint = f"set 'create: true' in the source section of {config_path}"
+            require_input_directory(place, f"{config_path}: source.path", hint)
+    check_stores(config.rules.store, config.sinks.postgres, timeout_ms)
+    if isinstance(source, KafkaSourceConfig):
+        # The official connector reads topics its own way (patterns, assignments): only the brokers are checked.
+        topics = source.topics if source.implementation == "python" else None
+        require_kafka(source.bootstrap_servers, source.properties, "source", timeout_ms, str(config_path), topics)
+    sink = config.sinks.kafka
+    if sink is not None:
+        require_kafka(sink.bootstrap_servers, sink.properties, "sink", timeout_ms, str(config_path))
+
+
+def _is_postgres(spec: str) -> bool:
+    return spec.strip().startswith(("postgresql://", "postgres://"))

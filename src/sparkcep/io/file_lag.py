@@ -1,0 +1,144 @@
+"""How far a job is behind the files of its input directory, from the reader's offsets (no Spark).
+
+Lines behind are counted exactly, split as the reader splits them. Each byte is counted at most twice over a
+run, whatever the number of batches: a file's whole line count once (files are complete when they appear: they
+are written under a dot name and renamed in), and the lines before the reader's position as it advances.
+
+Event time behind is the newest event time waiting minus the newest read, each read from the tail of what it
+covers (the last :data:`TAIL_BYTES` of a file, or of the part of it read so far): files are written in arrival
+order, so their newest events are at their ends, give or take the out-of-order spread of arrival. Reading every
+line's time would cost a JSON parse per line on the driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from threading import Lock
+from typing import Any
+
+from sparkcep.core.local import readable_time
+from sparkcep.io.file_plan import FileOffsets, Listed, count_lines, line_pieces
+from sparkcep.io.lag import SourceLag
+from sparkcep.io.storage import Location
+
+TAIL_BYTES = 64 << 10
+
+
+@dataclass
+class _Counted:
+    """What is known of one file: its line count up to ``size``, the newest time of its tail, and the lines
+    before ``position`` (the furthest position counted so far)."""
+
+    mtime_ns: int
+    size: int
+    lines: int
+    newest: int | None
+    position: int = 0
+    lines_before: int = 0
+
+
+class FileLag:
+    """The lag of one input directory; keeps its counts between calls (one per batch)."""
+
+    def __init__(self, directory: Location, time_field: str) -> None:
+        self.directory = directory
+        self.time_field = time_field
+        self._files: dict[str, _Counted] = {}
+
+    def measure(self, offsets: FileOffsets, listed: list[Listed]) -> SourceLag:
+        files: dict[str, _Counted] = {}
+        records = 0
+        waiting_bytes = 0
+        newest_read: int | None = None
+        newest_waiting: int | None = None
+        complete = 0
+        for file in listed:
+            read_to = offsets.files[file.name][1] if file.name in offsets.files else file.size
+            counted = self._count(file, read_to)
+            files[file.name] = counted
+            position = offsets.position(file.name)
+            records += counted.lines - self._lines_before(file.name, counted, position)
+            waiting_bytes += max(counted.size - position, 0)
+            if position >= counted.size:
+                complete += 1
+                newest_read = _later(newest_read, counted.newest)
+                continue
+            newest_waiting = _later(newest_waiting, counted.newest)
+            if position > 0:  # partly read: the newest time of what was read is at its end
+                newest_read = _later(newest_read, self._tail_time(self.directory / file.name, position))
+        self._files = files
+        if records == 0:
+            behind: int | None = 0
+        elif newest_waiting is None or newest_read is None:
+            behind = None  # nothing read yet, or no readable time in the waiting tails
+        else:
+            behind = max(newest_waiting - newest_read, 0)
+        return SourceLag(
+            source="files",
+            part=str(self.directory),
+            records_behind=records,
+            event_time_behind_ms=behind,
+            bytes_behind=waiting_bytes,
+            position=f"{complete} of {len(listed)} files read",
+        )
+
+    def _count(self, file: Listed, size: int) -> _Counted:
+        known = self._files.get(file.name)
+        if known is not None and known.mtime_ns == file.mtime_ns and known.size == size:
+            return known
+        path = self.directory / file.name
+        with path.open_read() as handle:
+            lines = count_lines(handle, size)
+        return _Counted(file.mtime_ns, size, lines, self._tail_time(path, size))
+
+    def _lines_before(self, name: str, counted: _Counted, position: int) -> int:
+        """Lines before ``position`` (a line start), counting on from the last position counted."""
+        if position >= counted.size:
+            return counted.lines
+        if position < counted.position:  # offsets of an older batch (a re-run): count again from the start
+            counted.position, counted.lines_before = 0, 0
+        if position > counted.position:
+            with (self.directory / name).open_read() as handle:
+                handle.seek(counted.position)
+                counted.lines_before += count_lines(handle, position - counted.position)
+            counted.position = position
+        return counted.lines_before
+
+    def _tail_time(self, path: Location, size: int) -> int | None:
+        start = max(size - TAIL_BYTES, 0)
+        with path.open_read() as handle:
+            handle.seek(start)
+            pieces = list(line_pieces(handle, size - start))
+        if start > 0 and pieces:
+            pieces = pieces[1:]  # the first piece may be the end of a line cut in two
+        newest = None
+        for piece in pieces:
+            try:
+                found = readable_time(piece.decode("utf-8"), self.time_field)
+            except UnicodeDecodeError:
+                continue
+            if found is not None and (newest is None or found > newest):
+                newest = found
+        return newest
+
+
+def _later(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    return a if b is None or a >= b else b
+
+
+_LAGS: dict[tuple[str, str], FileLag] = {}
+_LOCK = Lock()
+
+
+def file_lag(directory: Location, time_field: str, offset: Mapping[str, Any] | None, listed: list[Listed]) -> SourceLag:
+    """The lag of ``directory`` at the reader's ``offset`` (its offsets JSON; None: nothing read yet), with counts
+    kept per directory for the life of the process."""
+    offsets = FileOffsets.empty() if offset is None else FileOffsets.from_json(offset)
+    with _LOCK:
+        lag = _LAGS.get((str(directory), time_field))
+        if lag is None:
+            lag = _LAGS[(str(directory), time_field)] = FileLag(directory, time_field)
+        return lag.measure(offsets, listed)

@@ -1,0 +1,218 @@
+"""What a job leaves in its checkpoint for others to read without Spark: a metrics file per micro-batch
+(``CHECKPOINT/sparkcep/metrics/batch-<id>.json``) and the job's status (``CHECKPOINT/sparkcep/status.json``).
+
+Both are written by atomic rename. A batch's file is written when the batch ends; after a restart Spark re-runs
+the batch it had not committed, which rewrites the newest file. So a reader lists the directory each time, reads
+the files it has not seen, and looks again (modification time and size) only at the newest :data:`RECHECK`
+files: a look costs a listing plus the new batches, however many old ones there are. A file gone from the
+listing, or a directory replaced, means a new checkpoint in the same place: the reader starts over.
+
+The console's health and the Prometheus exporter (``sparkcep.prometheus``) both read through this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from sparkcep.errors import EventTimeError
+from sparkcep.io.storage import Location, location
+from sparkcep.jobstatus import LOST_AFTER_S, STATUS_NAME
+from sparkcep.outputs import BatchMetrics
+from sparkcep.timeutil import parse_event_time
+
+RECHECK = 8  # the newest batch files looked at again on every scan: those a restarted job may rewrite
+RUNNING_STATES = ("starting", "running")
+_PREFIX, _SUFFIX = "batch-", ".json"
+_FIELDS = {f.name for f in dataclasses.fields(BatchMetrics)}
+
+
+def metrics_dir_of(checkpoint: str | os.PathLike[str] | Location) -> Location:
+    return location(checkpoint) / "sparkcep" / "metrics"
+
+
+def status_file_of(checkpoint: str | os.PathLike[str] | Location) -> Location:
+    return location(checkpoint) / "sparkcep" / STATUS_NAME
+
+
+def metrics_from_json(data: Mapping[str, Any]) -> BatchMetrics:
+    """Tolerates files of other sparkcep versions: fields it does not know are left out, missing ones default."""
+    return BatchMetrics(**{name: value for name, value in data.items() if name in _FIELDS})
+
+
+def read_json(file: Location) -> dict[str, Any] | None:
+    """A JSON object file; None when it is gone, unreadable or not a JSON object (the caller skips it). Other
+    OSErrors (a remote store out of reach) reach the caller: they pass, and the file is read again later."""
+    try:
+        data = orjson.loads(file.read_bytes())
+    except (FileNotFoundError, IsADirectoryError, PermissionError, orjson.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def batch_id_of(name: str) -> int | None:
+    """The batch id in a metrics file's name, ``batch-00000042.json`` -> 42; None for any other name."""
+    if not (name.startswith(_PREFIX) and name.endswith(_SUFFIX)):
+        return None
+    digits = name[len(_PREFIX) : -len(_SUFFIX)]
+    return int(digits) if digits.isdigit() else None
+
+
+@dataclass(frozen=True)
+class Scan:
+    """What one look at a metrics directory found.
+
+    ``changed``: the files new or rewritten since the previous look, as (batch id, file), in batch order. With
+    ``reset`` the reader must drop what it had: ``changed`` then holds every file. ``recheck``: ids of the files
+    a later look may still report as rewritten (the newest); every other file is final until a reset.
+    """
+
+    reset: bool
+    changed: list[tuple[int, Location]]
+    recheck: tuple[int, ...]
+
+
+Stamp = tuple[int, int]  # (modification time in ns, size)
+
+
+class BatchFiles:
+    """The batch metrics files of one directory, and what changed in them since the last :meth:`scan`."""
+
+    def __init__(self, metrics_dir: str | os.PathLike[str] | Location, recheck: int = RECHECK) -> None:
+        self.dir = location(metrics_dir)
+        self._recheck_count = recheck
+        self._identity: object = None
+        self._stamps: dict[str, Stamp] = {}  # by file name: every batch file seen
+        self._recheck: tuple[tuple[int, str], ...] = ()  # (batch id, name) of the newest
+
+    def scan(self) -> Scan:
+        identity, listed, stamps = self._list()
+        fresh = listed.difference(self._stamps)  # set operations: a scan of 100k old files stays cheap
+        reset = identity != self._identity or len(listed) - len(fresh) < len(self._stamps)  # a known file is gone
+        if not reset and stamps is not None:
+            # A remote listing carries every file's stamp: a change outside the newest files is seen, and met
+            # by starting over (readers keep running totals of the files they consider final).
+            newest = {name for _, name in self._recheck}
+            reset = any(stamps[name] != stamp for name, stamp in self._stamps.items() if name not in newest)
+        if reset:
+            self._stamps.clear()
+            self._recheck = ()
+            fresh = listed
+        self._identity = identity
+        new = sorted((batch_id, name) for name in fresh if (batch_id := batch_id_of(name)) is not None)
+        changed: list[tuple[int, Location]] = []
+        seen: list[tuple[int, str]] = []
+        for batch_id, name in [*new, *(entry for entry in self._recheck if entry[1] not in fresh)]:
+            file = self.dir / name
+            stamp = stamps.get(name) if stamps is not None else _local_stamp(file.path)
+            if stamp is None:  # deleted since the listing: the next scan sees what replaced it
+                continue
+            seen.append((batch_id, name))
+            if self._stamps.get(name) != stamp:
+                self._stamps[name] = stamp
+                changed.append((batch_id, file))
+        self._recheck = tuple(sorted({*self._recheck, *seen}))[-self._recheck_count :]
+        changed.sort(key=lambda item: item[0])
+        return Scan(reset, changed, tuple(batch_id for batch_id, _ in self._recheck))
+
+    def _list(self) -> tuple[object, set[str], dict[str, Stamp] | None]:
+        """The directory's identity (another directory means another checkpoint), the names in it, and their
+        stamps when the listing gives them for free (remote stores; locally a stamp is looked up only for the
+        files a scan looks at)."""
+        if self.dir.is_local:
+            try:
+                info = os.stat(self.dir.path)
+                return (info.st_dev, info.st_ino), set(os.listdir(self.dir.path)), None
+            except (FileNotFoundError, NotADirectoryError):
+                return None, set(), None
+        try:
+            files = self.dir.files()
+        except FileNotFoundError:
+            return None, set(), {}
+        stamps = {name: (mtime_ns, size) for name, mtime_ns, size in files}
+        return self.dir.uri, set(stamps), stamps
+
+
+def _local_stamp(path: str) -> Stamp | None:
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return info.st_mtime_ns, info.st_size
+
+
+class MetricsReader:
+    """Every batch's metrics of a directory, kept in memory; each :meth:`read` reads only what changed."""
+
+    def __init__(self, metrics_dir: str | os.PathLike[str] | Location) -> None:
+        self.metrics_dir = metrics_dir
+        self.files = BatchFiles(metrics_dir)
+        self._batches: dict[int, BatchMetrics] = {}
+
+    def read(self) -> list[BatchMetrics]:
+        """Every batch's metrics, in batch order (files that cannot be read are left out). Raises OSError when
+        the directory cannot be read (a remote store out of reach); the next call then reads it all again."""
+        try:
+            scan = self.files.scan()
+            if scan.reset:
+                self._batches.clear()
+            for batch_id, file in scan.changed:
+                data = read_json(file)
+                if data is None:
+                    self._batches.pop(batch_id, None)
+                else:
+                    self._batches[batch_id] = metrics_from_json({**data, "batch_id": batch_id})
+        except OSError:
+            self.files, self._batches = BatchFiles(self.metrics_dir), {}  # part of a scan may be taken in
+            raise
+        return [self._batches[batch_id] for batch_id in sorted(self._batches)]
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """The job's ``status.json`` as a reader needs it (times in epoch ms; the writer is sparkcep.jobstatus). A job
+    killed without a word (SIGKILL, a lost machine) leaves a file that still says ``running``, which
+    :meth:`state_at` turns into ``lost``."""
+
+    state: str  # as written: "starting", "running", "stopped" or "failed"
+    since_ms: int | None = None
+    heartbeat_ms: int | None = None
+    error: str | None = None
+
+    def state_at(self, now_ms: int) -> str:
+        """The state at wall time ``now_ms``: as written, or ``lost`` for a starting or running job whose last
+        sign of life is older than :data:`LOST_AFTER_S`."""
+        if self.state not in RUNNING_STATES:
+            return self.state
+        last_sign = self.heartbeat_ms if self.heartbeat_ms is not None else self.since_ms
+        if last_sign is not None and now_ms - last_sign > LOST_AFTER_S * 1000:
+            return "lost"
+        return self.state
+
+
+def read_status(checkpoint: str | os.PathLike[str] | Location) -> JobStatus | None:
+    """The job's status; None when it wrote none (a job of an older sparkcep) or the file is not one."""
+    data = read_json(status_file_of(checkpoint))
+    if data is None or not isinstance(data.get("state"), str):
+        return None
+    error = data.get("error")
+    return JobStatus(
+        state=data["state"],
+        since_ms=_time_ms(data.get("since")),
+        heartbeat_ms=_time_ms(data.get("heartbeat")),
+        error=error if isinstance(error, str) else None,
+    )
+
+
+def _time_ms(value: object) -> int | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return parse_event_time(value)
+    except EventTimeError:
+        return None

@@ -1,0 +1,85 @@
+"""``sparkcep run`` as an operator sees it: JSON progress lines with the source's lag, the Spark UI's address, the
+job's status file, its Prometheus endpoint while it runs, and the summary's figures."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from sparkcep.simulate import generate_orders
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.spark
+
+
+def run_cli(tmp_path: Path, *extra: str) -> tuple[dict[str, object], list[dict[str, object]]]:
+    args = [
+        sys.executable, "-m", "sparkcep.cli", "run", "--rules", str(ROOT / "examples" / "orders.rules.json"),
+        "--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "ck"),
+        "--until-caught-up", "--log-format", "json", "--no-aligned-backfill", "--max-files-per-trigger", "1",
+        "--buckets", "4", *extra,
+    ]  # fmt: skip
+    with socket.socket() as probe:  # a port free now, for the job's Prometheus endpoint
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    job = subprocess.Popen([*args, "--metrics-port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)  # fmt: skip
+    scraped = ""
+    while job.poll() is None:  # scrape while it runs: the endpoint lives as long as the job
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+                text = answer.read().decode()
+        except OSError:
+            text = ""
+        if "sparkcep_batches_total " in text and "sparkcep_batches_total 0.0" not in text:
+            scraped = text
+        time.sleep(0.2)
+    stdout, stderr = job.communicate(timeout=60)
+    assert job.returncode == 0, stderr[-3000:]
+    assert 'sparkcep_job_state{state="running"} 1.0' in scraped, "a scrape after the first batch"
+    events = [json.loads(text) for text in stderr.splitlines()]  # nothing but JSON lines on stderr
+    return json.loads(stdout), events
+
+
+def lines_in(directory: Path) -> int:
+    return sum(len(path.read_text().splitlines()) for path in directory.glob("*.jsonl"))
+
+
+def test_progress_lines_lag_status_and_a_summary_per_scope(tmp_path: Path) -> None:
+    generate_orders(tmp_path / "in", 4_000, seed=5, files=3, mean_gap_ms=600_000)
+    total = lines_in(tmp_path / "in")
+    summary, events = run_cli(tmp_path, "--spark-ui")
+
+    assert events[0]["event"] == "start" and events[-1]["event"] == "end"
+    spark_ui = events[0]["spark_ui"]
+    assert isinstance(spark_ui, str) and spark_ui.startswith("http://")
+    assert Path(str(events[0]["log"])).is_file()  # Spark's own output, out of the way
+    assert summary["log"] == events[0]["log"]
+    batches = [e for e in events if e["event"] == "batch"]
+    assert len(batches) >= 3, "a file per batch"
+    read = 0
+    for event in batches:  # one grouping, no blank lines: a record is a line
+        read += int(event["records"])  # type: ignore[call-overload]
+        assert read + int(event["lag_records"]) == total, event  # type: ignore[call-overload]
+        assert event["lag"][0]["part"] == str(tmp_path / "in")  # type: ignore[index]
+    first_lag = batches[0]["lag_event_time_ms"]
+    assert isinstance(first_lag, int) and first_lag > 0 and batches[-1]["lag_event_time_ms"] == 0
+    status = json.loads((tmp_path / "ck" / "sparkcep" / "status.json").read_text())
+    assert status["state"] == "stopped" and status["spark_ui"] == spark_ui and status["bounded"] is True
+
+    this_run = summary["this_run"]
+    assert this_run == summary["checkpoint"]  # type: ignore[comparison-overlap]
+    assert this_run["records"] == total and this_run["batches"] == len(batches)  # type: ignore[index]
+    parts = ("used", "late", "duplicates", "refused", "skipped")
+    assert this_run["records"] == sum(this_run[name] for name in parts)  # type: ignore[index,misc]
+    assert summary["source"]["files_read"] == 3  # type: ignore[index]
+
+    with pytest.raises(OSError):  # the UI went with the job
+        urllib.request.urlopen(str(spark_ui), timeout=2)  # noqa: S310 - a loopback address the test made
