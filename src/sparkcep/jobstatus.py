@@ -27,6 +27,7 @@ HEARTBEAT_S = 5.0
 LOST_AFTER_S = 60.0
 
 State = Literal["starting", "running", "stopped", "failed"]
+ALIVE_STATES = ("starting", "running")  # what a live job's file says; a dead one's says it too, with an old heartbeat
 _log = logging.getLogger(__name__)
 
 
@@ -94,6 +95,18 @@ class StatusFile:
                 self.path.write_atomically(json.dumps(self.status.to_json(), indent=1))
         except OSError as exc:
             _log.warning("cannot write the job status %s: %s", self.path, exc)
+
+
+def lost_since(state: object, since_ms: int | None, heartbeat_ms: int | None, now_ms: int) -> int | None:
+    """The last sign of life (heartbeat, else ``since``) of a job whose file says it is starting or running but
+    that died without a word: older than :data:`LOST_AFTER_S` at wall time ``now_ms``. None for a job that is
+    not lost. The one rule the console and the metrics read the status file by."""
+    if state not in ALIVE_STATES:
+        return None
+    last_sign = heartbeat_ms if heartbeat_ms is not None else since_ms
+    if last_sign is None or now_ms - last_sign <= LOST_AFTER_S * 1000:
+        return None
+    return last_sign
 
 
 def first_line(error: BaseException) -> str:

@@ -22,12 +22,12 @@ import orjson
 
 from sparkcep.errors import EventTimeError
 from sparkcep.io.storage import Location, location
-from sparkcep.jobstatus import LOST_AFTER_S, STATUS_NAME
+from sparkcep.jobstatus import ALIVE_STATES, STATUS_NAME, lost_since
 from sparkcep.outputs import BatchMetrics
 from sparkcep.timeutil import parse_event_time
 
 RECHECK = 8  # the newest batch files looked at again on every scan: those a restarted job may rewrite
-RUNNING_STATES = ("starting", "running")
+RUNNING_STATES = ALIVE_STATES
 _PREFIX, _SUFFIX = "batch-", ".json"
 _FIELDS = {f.name for f in dataclasses.fields(BatchMetrics)}
 
@@ -186,13 +186,8 @@ class JobStatus:
 
     def state_at(self, now_ms: int) -> str:
         """The state at wall time ``now_ms``: as written, or ``lost`` for a starting or running job whose last
-        sign of life is older than :data:`LOST_AFTER_S`."""
-        if self.state not in RUNNING_STATES:
-            return self.state
-        last_sign = self.heartbeat_ms if self.heartbeat_ms is not None else self.since_ms
-        if last_sign is not None and now_ms - last_sign > LOST_AFTER_S * 1000:
-            return "lost"
-        return self.state
+        sign of life is too old (:func:`sparkcep.jobstatus.lost_since`)."""
+        return "lost" if lost_since(self.state, self.since_ms, self.heartbeat_ms, now_ms) is not None else self.state
 
 
 def read_status(checkpoint: str | os.PathLike[str] | Location) -> JobStatus | None:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sparkcep.jobstatus import LOST_AFTER_S, STATUS_NAME
+from sparkcep.jobstatus import STATUS_NAME, lost_since
 from sparkcep.timeutil import format_iso, read_event_time
 
 from .schemas import JobState
@@ -22,7 +22,6 @@ from .schemas import JobState
 STATUS_FILE = Path("sparkcep") / STATUS_NAME
 MAX_STATUS_BYTES = 64 * 1024  # a status is a few hundred bytes; anything larger is not one
 REPORTED_STATES = ("starting", "running", "stopped", "failed")
-_ALIVE = ("starting", "running")
 NO_FILE = "no status file: the job has not run with this version, or the checkpoint is elsewhere"
 
 
@@ -83,14 +82,13 @@ def job_state(data: Mapping[str, Any], now_s: float, path: Path | str = STATUS_F
             "heartbeat_age_s": None if heartbeat_ms is None else max(now_ms - heartbeat_ms, 0) / 1000,
         }
     )
-    if state in _ALIVE:
-        last_sign = heartbeat_ms if heartbeat_ms is not None else since_ms
-        if (now_ms - last_sign) / 1000 > LOST_AFTER_S:
-            reason = (
-                f"no heartbeat since {format_iso(last_sign)} (the job was {state}; its process ended without "
-                "saying so, e.g. killed, or its machine is gone)"
-            )
-            return reported.model_copy(update={"state": "lost", "since": format_iso(last_sign), "reason": reason})
+    last_sign = lost_since(state, since_ms, heartbeat_ms, now_ms)
+    if last_sign is not None:
+        reason = (
+            f"no heartbeat since {format_iso(last_sign)} (the job was {state}; its process ended without "
+            "saying so, e.g. killed, or its machine is gone)"
+        )
+        return reported.model_copy(update={"state": "lost", "since": format_iso(last_sign), "reason": reason})
     if state == "failed":
         return reported.model_copy(update={"reason": reported.error or "the job failed without saying why"})
     return reported
