@@ -138,3 +138,61 @@ def rules() -> dict[str, Any]:
     ]  # fmt: skip
     return {"input": {"time_field": "occurred_at", "type_field": "event_type", "id_field": "event_id"},
             "rules": processors}  # fmt: skip
+
+
+def _sql(
+    pid: str, pattern: str, define: str, within: str, skip: str = "", measures: str = "", **extra: Any
+) -> dict[str, Any]:
+    measures_clause = f"MEASURES {measures}" if measures else ""
+    query = (
+        f"SELECT * FROM cards MATCH_RECOGNIZE (PARTITION BY card_id ORDER BY occurred_at {measures_clause} "  # noqa: S608
+        f"{skip} PATTERN ({pattern}) WITHIN INTERVAL {within} DEFINE {define})"
+    )
+    return {"type": "pattern", "id": pid, "sql": query, **extra}
+
+
+def rules_sql() -> dict[str, Any]:
+    """The ten processors of :func:`rules` written as MATCH_RECOGNIZE, as close as SQL allows: relaxed contiguity
+    as ``A Z*? B`` (Z undefined), a negation (not in SQL) as its positive form, an ``until`` loop as a reluctant
+    one, and AFTER MATCH SKIP TO NEXT ROW where the JSON form uses NO_SKIP (SQL has no NO_SKIP)."""
+    past, to_next = "AFTER MATCH SKIP PAST LAST ROW", "AFTER MATCH SKIP TO NEXT ROW"
+    pay = "event_type = 'PAYMENT'"
+    processors = [
+        _sql("small-then-large", "S Z*? L", f"S AS {pay} AND amount < 5, L AS {pay} AND amount > 100 * S.amount",
+             "'30' MINUTE", past, output={"timeout_event_type": "SMALL_NOT_FOLLOWED"}),
+        _sql("declines-in-a-row", "D{3}", f"D AS {pay} AND status = 'DECLINED'", "'10' MINUTE", past),
+        _sql("takeover", "LI Z*? R Y*? SP",
+             f"LI AS event_type = 'LOGIN', R AS event_type = 'PASSWORD_RESET', SP AS {pay} AND amount > 500",
+             "'1' HOUR", to_next),
+        _sql("address-then-big", "AD Z*? BIG", f"AD AS event_type = 'ADDRESS_CHANGE', BIG AS {pay} AND amount > 1000",
+             "'2' HOUR", to_next),
+        _sql("rising-run", "R{3,} D",
+             f"R AS {pay} AND (PREV(R.amount) IS NULL OR R.amount > PREV(R.amount)), D AS {pay} AND amount < R.amount",
+             "'1' HOUR", past, "MAX(R.amount) AS peak, COUNT(R.*) AS steps"),
+        _sql("country-hop", "H A", f"H AS {pay}, A AS {pay} AND country <> H.country", "'1' HOUR", past),
+        _sql("session-left-open", "LI Z*? LO", "LI AS event_type = 'LOGIN', LO AS event_type = 'LOGOUT'",
+             "'4' HOUR", to_next),
+        _sql("burst", "P{5,}? E", f"P AS {pay}, E AS {pay}", "'10' MINUTE", past, "SUM(P.amount) AS total"),
+        _sql("login-maybe-reset-then-address", "LI R? Z*? AD",
+             "LI AS event_type = 'LOGIN', R AS event_type = 'PASSWORD_RESET', AD AS event_type = 'ADDRESS_CHANGE'",
+             "'1' DAY", "AFTER MATCH SKIP TO LAST AD"),
+        _sql("online-spree-until-logout", "F M+? BIG",
+             f"F AS {pay} AND channel = 'online' AND amount > 100, M AS {pay} AND channel = 'online', "
+             f"BIG AS {pay} AND amount > 2 * AVG(M.amount)", "'30' MINUTE", "AFTER MATCH SKIP TO FIRST M"),
+    ]  # fmt: skip
+    return {"input": {"time_field": "occurred_at", "type_field": "event_type", "id_field": "event_id"},
+            "rules": processors}  # fmt: skip
+
+
+def rules_sql_as_json() -> dict[str, Any]:
+    """:func:`rules_sql` as the pattern JSON each query compiles to: the same automata, written without SQL."""
+    from sparkcep.cep.sql import compile_match_recognize
+
+    written = rules_sql()
+    processors = []
+    for rule in written["rules"]:
+        compiled = compile_match_recognize(rule["sql"])
+        output = {**rule.get("output", {}), "measures": dict(compiled.measures)}
+        processors.append({"type": "pattern", "id": rule["id"], "key": list(compiled.key),
+                           "pattern": compiled.pattern, "output": output})  # fmt: skip
+    return {**written, "rules": processors}

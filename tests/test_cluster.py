@@ -207,6 +207,7 @@ def test_a_cluster_run_whose_rule_changes_mid_run_in_the_store_matches_the_oracl
     assert all(list((worker.work_dir / app["id"]).iterdir()) for worker in cluster.workers)
 
 
+@pytest.mark.slow  # long (1-3 min); a worker's death: test_a runs a cluster in the default run
 def test_b_a_worker_killed_mid_run_the_job_finishes_with_local_modes_outputs(
     cluster: SparkCluster, workload: Workload, tmp_path: Path
 ) -> None:

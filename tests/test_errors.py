@@ -10,8 +10,9 @@ import sparkcep
 from sparkcep import errors
 from sparkcep.errors import SparkcepError
 
-# A drawn line: "├── Name   path/of/module.py   what it means" (the root names its module too).
-DRAWN = re.compile(r"^\s*(?:[├└]── )?(\w+(?:Error|Problem|Mismatch|Incomplete))\s+(\S+\.py)\b", re.MULTILINE)
+# A drawn line: "├── Name   path/of/module.py   what it means", indented by "│" under its parent (the root names
+# its module too).
+DRAWN = re.compile(r"^[\s│]*(?:[├└]── )?(\w+(?:Error|Problem|Mismatch|Incomplete))\s+(\S+\.py)\b", re.MULTILINE)
 INTERNAL = {"FieldProblem", "ApiError"}  # named in the docstring as staying inside their layer
 
 

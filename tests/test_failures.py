@@ -688,6 +688,7 @@ def test_run_on_a_truncated_checkpoint(orders_input: Path, finished_run: Path, t
 
 
 @pytest.mark.spark
+@pytest.mark.slow  # long (1-3 min); a real ENOSPC mount: test_disk_full_inside_foreach_batch stands in by default
 def test_run_on_a_full_disk_then_again_after_freeing_space(
     orders_input: Path, finished_run: Path, tmp_path: Path
 ) -> None:

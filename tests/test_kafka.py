@@ -205,6 +205,9 @@ buckets: 8
     assert 0 < sum(count for name, count in sinks.items() if name.startswith("Postgres")) <= len(expected)
 
 
+# Long (1-3 min): aligned backfill is covered by default by test_spark_files' overlapping files, and the Kafka
+# reader's alignment by unit tests.
+@pytest.mark.slow
 def test_a_skewed_backfill_aligned_in_event_time_equals_the_live_output(
     spark: SparkSession, kafka: str, tmp_path: Path
 ) -> None:

@@ -268,6 +268,23 @@ SHAPES = [
     {"stages": [{"name": "a", "where": "amount > 1"},
                 {"name": "b", "contiguity": "followed_by_any", "where": "amount > last(a).amount"}],
      "within": "10s", "skip": "SKIP_TO_NEXT"},
+    # a group repeated once or twice, then a stage with a window of its own (PREVIOUS_AND_CURRENT)
+    {"stages": [{"name": "a", "where": "kind = 'a'"},
+                {"name": "g", "contiguity": "followed_by", "times": [1, 2],
+                 "group": [{"name": "b", "where": "kind = 'b'"},
+                           {"name": "c", "contiguity": "followed_by", "where": "kind = 'c'"}]},
+                {"name": "x", "contiguity": "followed_by", "where": "kind = 'x'", "within": "6s"}],
+     "within": "30s", "skip": {"strategy": "SKIP_TO_FIRST", "stage": "a"}},
+    # bounded only by a cap on partial matches: the oldest are dropped (and reported)
+    {"stages": [{"name": "a", "where": "kind = 'a'"},
+                {"name": "b", "contiguity": "followed_by", "where": "kind != 'a'", "one_or_more": True,
+                 "within": "5s"},
+                {"name": "c", "contiguity": "followed_by", "where": "kind = 'c'", "within": "8s"}],
+     "max_partial_matches": 3},
+    # one optional looping stage: every non-empty run
+    {"stages": [{"name": "a", "where": "kind in ('a', 'b')", "one_or_more": True, "optional": True,
+                 "consecutive": True}],
+     "within": "10s", "skip": {"strategy": "SKIP_TO_FIRST", "stage": "a"}},
 ]  # fmt: skip
 
 
@@ -303,7 +320,8 @@ def test_any_arrival_order_and_batch_split_gives_the_matches_of_a_one_go_run(
     pattern = SHAPES[shape]
     arrived = data.draw(arrivals_within_delay(lines))
     batches = data.draw(batch_splits(arrived))
-    rule = processor(pattern, output={"event_type": "match", "timeout_event_type": "timeout"})
+    output = {"event_type": "match", "timeout_event_type": "timeout", "dropped_event_type": "dropped"}
+    rule = processor(pattern, output=output)
     result = LocalRunner(Program(ruleset(rule)), DELAY, buckets, early_release).run(batches)
     assert result.late == [] and result.errors == []
     got = sorted(

@@ -156,6 +156,7 @@ class CrashingCollector(runner.BatchCollector):
         raise RuntimeError(f"simulated crash in batch {batch_id}")
 
 
+@pytest.mark.slow  # long (1-3 min); rescaling by the command line runs by default
 def test_rescaled_from_2_to_4_partitions_mid_stream_the_job_ends_as_if_never_stopped(
     spark: SparkSession,
     stream: list[Path],

@@ -31,7 +31,7 @@ def run_cli(tmp_path: Path, *extra: str) -> tuple[dict[str, object], list[dict[s
         port = probe.getsockname()[1]
     job = subprocess.Popen([*args, "--metrics-port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)  # fmt: skip
-    scraped = ""
+    scraped: list[str] = []  # every scrape after the first batch (the last ones may come as the job stops)
     while job.poll() is None:  # scrape while it runs: the endpoint lives as long as the job
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
@@ -39,11 +39,11 @@ def run_cli(tmp_path: Path, *extra: str) -> tuple[dict[str, object], list[dict[s
         except OSError:
             text = ""
         if "sparkcep_batches_total " in text and "sparkcep_batches_total 0.0" not in text:
-            scraped = text
+            scraped.append(text)
         time.sleep(0.2)
     stdout, stderr = job.communicate(timeout=60)
     assert job.returncode == 0, stderr[-3000:]
-    assert 'sparkcep_job_state{state="running"} 1.0' in scraped, "a scrape after the first batch"
+    assert any('sparkcep_job_state{state="running"} 1.0' in text for text in scraped), "a scrape after batch 0"
     events = [json.loads(text) for text in stderr.splitlines()]  # nothing but JSON lines on stderr
     return json.loads(stdout), events
 

@@ -223,6 +223,9 @@ def arrive(input_dir: Path, index: int, lines: list[str]) -> None:
     os.replace(hidden, path)
 
 
+# Long (1-3 min): kills are covered by default by the Kafka hard-kill test and test_spark_hostile's kill between
+# the flush and its timers.
+@pytest.mark.slow
 def test_hard_kill_and_restart_loses_nothing_and_duplicates_nothing(tmp_path: Path) -> None:
     sim = generate_orders(tmp_path / "in", 6_000, seed=11, files=8, mean_gap_ms=1_200_000)
     args = [
@@ -576,6 +579,9 @@ def orders_and_tracks(seed: int) -> list[str]:
     return [text for _, text in sorted(timed)]
 
 
+# Long (1-3 min): store changes while running are covered by default by the aggregate-rule test; the pure engine
+# checks every rule type.
+@pytest.mark.slow
 def test_completion_and_inactivity_rules_changed_in_a_store_while_running_replay_exactly(
     spark: SparkSession, tmp_path: Path
 ) -> None:

@@ -208,6 +208,7 @@ def test_a_restart_after_an_advance_continues_with_the_same_advances_and_repeats
     assert replayed(spark, RULES, input_dir, base, tmp_path / "replay") == EXPECTED
 
 
+@pytest.mark.slow  # long (1-3 min); idle advances after a restart: test_a_restart_after_an_advance runs by default
 def test_kill_minus_9_during_an_idle_advance_and_restart_gives_the_same_outputs(
     spark: SparkSession, tmp_path: Path
 ) -> None:

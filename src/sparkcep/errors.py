@@ -14,6 +14,7 @@ a message without a traceback. The whole tree (``tests/test_errors.py`` keeps it
     ├── RunError              errors.py           a bounded run's streaming query stopped or timed out before its end
     ├── RescaleError          spark/rescale.py    a checkpoint cannot be rescaled as asked (target not empty, ...)
     ├── PatternError          cep/spec.py         a sequence pattern is invalid (names stage and field)
+    │   └── SqlError          cep/sql/errors.py   a MATCH_RECOGNIZE query is invalid (names clause, line, column)
     ├── ExpressionError       expr/ast.py         a filter or condition expression cannot be parsed or evaluated
     ├── ConfigError           config.py           a pipeline file is invalid (names file and field)
     ├── KafkaError            io/kafka/client.py  Kafka cannot be reached or answers with an error

@@ -29,7 +29,8 @@ def run_pattern(
     """Match ``events`` (dicts with ``id``, ``time`` and fields) in (time, id) order, as one key.
 
     After the events, time advances to ``end_time`` when given (timeouts and pending matches fire).
-    Returns ``{"kind": "match" | "timeout", "time": ..., "stages": {stage: [event ids]}}`` in order found.
+    Returns ``{"kind": "match" | "timeout" | "dropped", "time": ..., "stages": {stage: [event ids]}}`` in order
+    found ("dropped": pushed out by the pattern's ``max_partial_matches``).
     """
     matcher = compile_matcher(pattern)
     state = matcher.initial()
@@ -40,7 +41,4 @@ def run_pattern(
         state = matcher.process(state, event["time"], event["id"], fields, found)
     if end_time is not None:
         matcher.advance_through(state, end_time, found)
-    return [
-        {"kind": "timeout" if result.timed_out else "match", "time": result.time, "stages": result.stages()}
-        for result in found
-    ]
+    return [{"kind": result.kind, "time": result.time, "stages": result.stages()} for result in found]

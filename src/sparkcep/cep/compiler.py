@@ -13,14 +13,19 @@ leads to a STOP state (the partial match dies); ``not_followed_by`` is folded in
 the states that wait after it, or, at the end of a pattern, a PENDING state that becomes a match when
 ``within`` runs out. Greedy loops remove their take condition from the following state's edges. Until
 conditions cut a loop's TAKE and IGNORE edges.
+
+A group is built round by round: each round is its members built as a sequence of their own (sharing state
+numbering and dead ends) whose first member follows the previous stage by the group's contiguity (first round)
+or by the group's inner contiguity (later rounds). Optional rounds and loops hang off PROCEED-only junction
+states that either start another round or leave the group.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sparkcep.cep.conditions import TRUE, Condition, both, negate, where
-from sparkcep.cep.spec import PatternSpec, StageSpec
+from sparkcep.cep.spec import Contiguity, PatternSpec, StageSpec
 
 TAKE, IGNORE, PROCEED = "TAKE", "IGNORE", "PROCEED"
 NORMAL, FINAL, STOP, PENDING = "normal", "final", "stop", "pending"
@@ -75,21 +80,39 @@ def _reachable(start: AutomatonState) -> list[AutomatonState]:
     return list(seen.values())
 
 
-class _Builder:
-    def __init__(self, spec: PatternSpec, type_field: str | None) -> None:
-        self.spec = spec
-        self.type_field = type_field
-        self.stages = spec.stages
+class _Shared:
+    """What the builders of a pattern and of its groups' rounds share."""
+
+    def __init__(self) -> None:
         self.count = 0
         self.stops: dict[str, AutomatonState] = {}
         self.originals: dict[int, AutomatonState] = {}  # greedy + until: the following state before greedy edits
 
+
+class _Builder:
+    def __init__(
+        self,
+        spec: PatternSpec,
+        type_field: str | None,
+        stages: tuple[StageSpec, ...] | None = None,
+        shared: _Shared | None = None,
+    ) -> None:
+        self.spec = spec
+        self.type_field = type_field
+        self.stages = spec.stages if stages is None else stages
+        self.shared = _Shared() if shared is None else shared
+        self.stops = self.shared.stops
+        self.originals = self.shared.originals
+
     def new(self, stage: str, kind: str = NORMAL) -> AutomatonState:
-        self.count += 1
-        return AutomatonState(self.count, stage, kind)
+        self.shared.count += 1
+        return AutomatonState(self.shared.count, stage, kind)
 
     def build(self) -> AutomatonState:
-        final = self.new("$end", FINAL)
+        return self.chain(self.new("$end", FINAL))
+
+    def chain(self, final: AutomatonState) -> AutomatonState:
+        """The stages in sequence, leading to ``final`` (the match's end, or what follows a group's round)."""
         sink = final
         for index in range(len(self.stages) - 1, 0, -1):
             stage = self.stages[index]
@@ -117,7 +140,7 @@ class _Builder:
     # -- conditions
 
     def take(self, stage: StageSpec) -> Condition:
-        return where(stage.where, stage.name, self.type_field)
+        return where(stage.where, stage.name, self.type_field, stage.name if stage.running else None)
 
     def ignore(self, stage: StageSpec, contiguity: str) -> Condition | None:
         if contiguity == "strict":
@@ -157,6 +180,10 @@ class _Builder:
 
     def convert(self, index: int, sink: AutomatonState) -> AutomatonState:
         stage = self.stages[index]
+        if stage.is_group:
+            first = self.group(stage, sink)
+            self.add_stops(index, first)
+            return first
         if stage.looping:
             looping = self.looping(index, self.without_nots(index, sink))
             first = self.times(index, looping, sink, stage.min_times, stage.min_times)
@@ -169,6 +196,32 @@ class _Builder:
             )
         self.add_stops(index, first)
         return first
+
+    def group(self, group: StageSpec, sink: AutomatonState) -> AutomatonState:
+        def one_round(then: AutomatonState, contiguity: Contiguity) -> AutomatonState:
+            first = replace(group.members[0], contiguity=contiguity)
+            members = (first, *group.members[1:])
+            return _Builder(self.spec, self.type_field, members, self.shared).chain(then)
+
+        def either(round_start: AutomatonState) -> AutomatonState:
+            junction = self.new(group.name)
+            junction.add(PROCEED, round_start, TRUE)
+            junction.add(PROCEED, sink, TRUE)
+            return junction
+
+        low, high = group.min_times, group.max_times
+        if high is None:  # after the last required round: another round, or leave the group
+            junction = self.new(group.name)
+            junction.add(PROCEED, one_round(junction, group.inner), TRUE)
+            junction.add(PROCEED, sink, TRUE)
+            last = junction
+        else:
+            last = sink
+            for _ in range(low, high):
+                last = either(one_round(last, group.inner))
+        for number in range(low, 0, -1):
+            last = one_round(last, group.inner if number > 1 else group.contiguity)
+        return either(last) if group.optional else last
 
     def add_stops(self, index: int, state: AutomatonState) -> None:
         for negation in self.nots_before(index):

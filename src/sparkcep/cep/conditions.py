@@ -2,9 +2,18 @@
 
 A condition is evaluated in a :class:`Scope`: the current event's fields (read by name) plus the partial
 match it would extend. Stage functions read that match, the current event excluded (as Flink CEP's
-``ctx.getEventsForPattern``): ``first(A)`` / ``last(A)`` give an event (``first(A).amount``), ``count(A)``
-the number of its events, ``sum|avg|min|max(A.amount)`` aggregate a field over them. ``min``/``max`` with any
-other arguments keep their scalar meaning (``max(amount, 10)``).
+``ctx.getEventsForPattern``): ``first(A)`` / ``last(A)`` give an event (``first(A).amount``), ``first(A, n)``
+/ ``last(A, n)`` the n-th from the start / end (0 = first / last), ``count(A)`` the number of its events,
+``count(A.amount)`` those with a non-null amount, ``sum|avg|min|max(A.amount)`` aggregate a field over them.
+``min``/``max`` with any other arguments keep their scalar meaning (``max(amount, 10)``).
+
+A stage with ``"running": true`` (SQL's RUNNING semantics, what MATCH_RECOGNIZE's DEFINE means) tests its
+condition as if the current event were already its last event: ``last(A).amount`` is the current amount and
+``count(A)`` counts it. Row functions read the match in order whatever the stage: ``prev(n)`` is the event n
+rows before the current one (``prev()`` = ``prev(1)``, ``prev(0)`` the current event; in a measure the current
+one is the match's last event), ``nth(n)`` the n-th event of the match (0 = its first). ``match_rowtime()``
+is the time of the match's last event (epoch milliseconds; a measure only, null in conditions).
+``case_when(c1, v1, c2, v2, ..., [default])`` gives the value of the first condition that holds.
 """
 
 from __future__ import annotations
@@ -26,17 +35,31 @@ Path = tuple[tuple[str, Event], ...]
 
 _EVENT_FUNCTIONS = ("first", "last")
 _AGGREGATES = ("sum", "avg", "min", "max")
+_ROW_FUNCTIONS = ("prev", "nth")
+# Offsets in first/last/prev/nth are literals: a whole pattern's partial matches are never that long.
+MAX_OFFSET = 1_000_000
+# The sequence number of the event under test when a running condition sees it as part of the match.
+_CURRENT_SEQ = 1 << 62
 
 
 class Scope:
     """Resolver for one evaluation: fields of ``fields`` (None for a measure) and the stages of ``path``."""
 
-    __slots__ = ("_stages", "fields", "path")
+    __slots__ = ("_stages", "current_in_path", "fields", "path")
 
-    def __init__(self, fields: dict[str, Any] | None, path: Path) -> None:
+    def __init__(self, fields: dict[str, Any] | None, path: Path, current_in_path: bool = False) -> None:
         self.fields = fields
         self.path = path
+        # A running condition's scope: the path already ends with the event under test.
+        self.current_in_path = current_in_path
         self._stages: dict[str, list[Event]] | None = None
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The fields of the match's events in order, the event under test last (in a condition)."""
+        rows = [event[3] for _, event in self.path]
+        if self.fields is not None and not self.current_in_path:
+            rows.append(self.fields)
+        return rows
 
     def __call__(self, field_path: tuple[str, ...]) -> object:
         if self.fields is None:
@@ -118,10 +141,25 @@ def _beyond_type_tests(node: Node, type_field: str) -> Node | None:
     return node
 
 
-def where(expression: Any | None, label: str, type_field: str | None = None) -> Condition:
+def _running(check: Callable[[Scope], bool], stage: str) -> Callable[[Scope], bool]:
+    """``check`` seeing the event under test as the last event of ``stage`` (SQL's RUNNING semantics)."""
+
+    def test(scope: Scope) -> bool:
+        fields = scope.fields
+        if fields is None:
+            return check(scope)
+        current: Event = (_CURRENT_SEQ, 0, "", fields, None)
+        return check(Scope(fields, (*scope.path, (stage, current)), current_in_path=True))
+
+    return test
+
+
+def where(expression: Any | None, label: str, type_field: str | None = None, running: str | None = None) -> Condition:
+    """The condition ``expression`` (None: every event); ``running`` names the stage whose stage functions
+    count the event under test (the stage's ``"running": true``)."""
     if expression is None:
         return TRUE
-    check = expression.test
+    check = expression.test if running is None else _running(expression.test, running)
     text = f"{label}: {expression.text}"
     types = required_types(expression.node, type_field)
     if types is None:
@@ -138,6 +176,8 @@ def where(expression: Any | None, label: str, type_field: str | None = None) -> 
     if rest is not expression.node:
         # ``and`` with a true operand is the other operands: the type test is not evaluated twice.
         check = compile_expression(rest, expression.functions).test
+        if running is not None:
+            check = _running(check, running)
 
     # Terms of "and" may be evaluated in any order (as in SQL): the type test runs first.
     def typed(scope: Scope) -> bool:
@@ -175,14 +215,35 @@ def _is_stage_aggregate(call: expr_ast.Call, stages: frozenset[str]) -> bool:
     return call.name in (*_EVENT_FUNCTIONS, "count", "sum", "avg")
 
 
+def _offset(node: Node | None, function: str) -> int:
+    """The literal offset argument of first/last/prev/nth (absent: ``prev`` 1, the others 0)."""
+    if node is None:
+        return 1 if function == "prev" else 0
+    if isinstance(node, expr_ast.Number) and isinstance(node.value, int) and node.value <= MAX_OFFSET:
+        return node.value
+    raise ExpressionError(f"{function}() takes a whole number from 0 to {MAX_OFFSET:,} as its offset", node.pos)
+
+
 def stage_references(node: Node, stages: frozenset[str]) -> set[str]:
     """Stages a condition or measure reads; raises ExpressionError for a stage function used wrongly."""
     found: set[str] = set()
     for item in expr_ast.walk(node):
-        if isinstance(item, expr_ast.Call) and _is_stage_aggregate(item, stages):
-            if len(item.args) != 1:
-                raise ExpressionError(f"{item.name}() takes one stage argument, got {len(item.args)}", item.pos)
-            depth = 1 if item.name in (*_EVENT_FUNCTIONS, "count") else 2
+        if isinstance(item, expr_ast.Call) and item.name in _ROW_FUNCTIONS:
+            if len(item.args) > 1 or (item.name == "nth" and not item.args):
+                raise ExpressionError(f"{item.name}() takes one offset, e.g. {item.name}(1)", item.pos)
+            _offset(item.args[0] if item.args else None, item.name)
+        elif isinstance(item, expr_ast.Call) and _is_stage_aggregate(item, stages):
+            most = 2 if item.name in _EVENT_FUNCTIONS else 1
+            if not 1 <= len(item.args) <= most:
+                shape = "a stage and an optional offset" if most == 2 else "one stage argument"
+                raise ExpressionError(f"{item.name}() takes {shape}, got {len(item.args)} arguments", item.pos)
+            if len(item.args) == 2:
+                _offset(item.args[1], item.name)
+            if item.name == "count":
+                only = item.args[0]
+                depth = 2 if isinstance(only, expr_ast.Field) and len(only.path) == 2 else 1
+            else:
+                depth = 1 if item.name in _EVENT_FUNCTIONS else 2
             found.add(_stage_of(item.args[0], item.name, stages, depth))
     return found
 
@@ -202,6 +263,75 @@ def _numbers(function: str, scope: Scope, node: Node) -> list[int | Decimal]:
     return numbers
 
 
+LazyFunction = Callable[[tuple[Node, ...], Any], object]
+
+
+def _event_function(name: str, stages: frozenset[str]) -> LazyFunction:
+    """``first(A[, n])`` / ``last(A[, n])``: the n-th event of stage A from its start / end."""
+
+    def call(args: tuple[Node, ...], scope: Scope) -> object:
+        events = scope.stage(_stage_of(args[0], name, stages, 1))
+        offset = _offset(args[1] if len(args) > 1 else None, name)
+        if offset >= len(events):
+            return None
+        return events[offset if name == "first" else -1 - offset][3]
+
+    return call
+
+
+def _count(stages: frozenset[str]) -> LazyFunction:
+    """``count(A)`` events of stage A; ``count(A.field)`` those whose field is not null (SQL's COUNT)."""
+
+    def call(args: tuple[Node, ...], scope: Scope) -> object:
+        only = args[0]
+        if isinstance(only, expr_ast.Field) and len(only.path) == 2:
+            events = scope.stage(_stage_of(only, "count", stages, 2))
+            present = (lookup(event[3], only.path[1:]) for event in events)
+            return sum(1 for value in present if value is not None and value is not MISSING)
+        return len(scope.stage(_stage_of(only, "count", stages, 1)))
+
+    return call
+
+
+def _row_function(name: str) -> LazyFunction:
+    """``prev(n)``: n rows before the current one; ``nth(n)``: the n-th row of the match."""
+
+    def call(args: tuple[Node, ...], scope: Scope) -> object:
+        offset = _offset(args[0] if args else None, name)
+        rows = scope.rows()
+        if offset >= len(rows):
+            return None
+        return rows[offset] if name == "nth" else rows[-1 - offset]
+
+    return call
+
+
+def _match_rowtime(args: tuple[Node, ...], scope: Scope) -> object:
+    if scope.fields is not None or not scope.path:
+        return None  # a condition: the match is not complete
+    return scope.path[-1][1][1]
+
+
+def _case_when(registry_box: list[FunctionRegistry]) -> LazyFunction:
+    """``case_when(c1, v1, ..., [default])``: only the branch taken is evaluated (as SQL's CASE)."""
+    compiled: dict[int, Callable[[Scope], object]] = {}
+
+    def call(args: tuple[Node, ...], scope: Scope) -> object:
+        def run(node: Node) -> object:
+            evaluate = compiled.get(id(node))
+            if evaluate is None:
+                evaluate = compile_expression(node, registry_box[0]).evaluate
+                compiled[id(node)] = evaluate
+            return evaluate(scope)
+
+        for index in range(0, len(args) - 1, 2):
+            if run(args[index]) is True:  # null and false both go on to the next branch, as in SQL
+                return run(args[index + 1])
+        return run(args[-1]) if len(args) % 2 else None
+
+    return call
+
+
 def pattern_functions(stage_names: tuple[str, ...]) -> FunctionRegistry:
     """The built-in functions plus the stage functions over ``stage_names``."""
     stages = frozenset(stage_names)
@@ -210,16 +340,6 @@ def pattern_functions(stage_names: tuple[str, ...]) -> FunctionRegistry:
     assert builtin_min is not None and builtin_max is not None
     scalar: dict[int, Callable[[Scope], object]] = {}
     registry_box: list[FunctionRegistry] = []
-
-    def event_function(position: int) -> Callable[[tuple[Node, ...], Any], object]:
-        def call(args: tuple[Node, ...], scope: Scope) -> object:
-            events = scope.stage(_stage_of(args[0], "first" if position == 0 else "last", stages, 1))
-            return events[position][3] if events else None
-
-        return call
-
-    def count(args: tuple[Node, ...], scope: Scope) -> object:
-        return len(scope.stage(_stage_of(args[0], "count", stages, 1)))
 
     def total(args: tuple[Node, ...], scope: Scope) -> object:
         _stage_of(args[0], "sum", stages, 2)
@@ -258,9 +378,13 @@ def pattern_functions(stage_names: tuple[str, ...]) -> FunctionRegistry:
         f for f in (registry.get(n) for n in registry.names()) if f and f.name not in ("min", "max")
     )
     registry_box.append(registry)
-    registry.register("first", event_function(0), lazy=True)
-    registry.register("last", event_function(-1), lazy=True)
-    registry.register("count", count, lazy=True)
+    registry.register("first", _event_function("first", stages), max_args=2, lazy=True)
+    registry.register("last", _event_function("last", stages), max_args=2, lazy=True)
+    registry.register("count", _count(stages), lazy=True)
+    registry.register("prev", _row_function("prev"), min_args=0, lazy=True)
+    registry.register("nth", _row_function("nth"), lazy=True)
+    registry.register("match_rowtime", _match_rowtime, min_args=0, max_args=0, lazy=True)
+    registry.register("case_when", _case_when(registry_box), min_args=2, max_args=None, lazy=True)
     registry.register("sum", total, lazy=True)
     registry.register("avg", average, lazy=True)
     registry.register("min", extreme("min", "<", builtin_min.call), max_args=None, lazy=True)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from sparkcep.cep.compiler import FINAL, PENDING, STOP, Automaton
-from sparkcep.cep.spec import StageSpec
+from sparkcep.cep.spec import PatternSpec, StageSpec
+from sparkcep.expr import ast as expr_ast
 from sparkcep.timeutil import format_duration
 
 
@@ -25,16 +26,75 @@ def describe_stage(stage: StageSpec, first: bool) -> str:
         parts.append("greedy")
     if stage.until is not None:
         parts.append(f"until {stage.until.text}")
-    parts.append(f"where {stage.where.text}" if stage.where is not None else "any event")
+    if stage.running:
+        parts.append("running (its functions count the event tested)")
+    if stage.within_ms is not None:
+        parts.append(f"within {format_duration(stage.within_ms)} of the previous event")
+    if stage.is_group:
+        parts.append(f"group of {', '.join(member.name for member in stage.members)}")
+    else:
+        parts.append(f"where {stage.where.text}" if stage.where is not None else "any event")
     return ", ".join(parts)
+
+
+def _stage_lines(stages: tuple[StageSpec, ...], numbering: str, depth: int) -> list[str]:
+    lines = []
+    for number, stage in enumerate(stages):
+        label = f"{numbering}{number + 1}."
+        lines.append(f"{'  ' * depth}{label} {stage.name}: {describe_stage(stage, number == 0)}")
+        if stage.is_group:
+            lines.extend(_stage_lines(stage.members, label, depth + 1))
+    return lines
+
+
+_EMPTY_IS_NULL = ("sum", "avg", "min", "max")
+
+
+def null_aggregate_notes(spec: PatternSpec) -> list[str]:
+    """A note per stage aggregate in a condition: over no events it is null (SQL), so a comparison with it is not
+    true, where a Flink condition written in Java usually starts a sum at 0."""
+    leaves = spec.leaves()
+
+    def may_be_empty(stage: StageSpec) -> set[str]:
+        """Stages with no events when ``stage``'s condition runs: itself (its first event) and optional ones."""
+        return {stage.name} | {leaf.name for leaf in leaves if leaf.optional}
+
+    notes: list[str] = []
+    for stage in leaves:
+        for expression in (stage.where, stage.until):
+            if expression is None:
+                continue
+            nodes = list(expr_ast.walk(expression.node))
+            guarded = {  # already under coalesce(...): the user has chosen what no events means
+                id(arg) for node in nodes if isinstance(node, expr_ast.Call) and node.name.lower() == "coalesce"
+                for arg in node.args
+            }  # fmt: skip
+            for node in nodes:
+                if not isinstance(node, expr_ast.Call) or id(node) in guarded or len(node.args) != 1:
+                    continue
+                if node.name.lower() not in _EMPTY_IS_NULL:
+                    continue
+                arg = node.args[0]
+                if isinstance(arg, expr_ast.Field) and len(arg.path) == 2 and arg.path[0] in may_be_empty(stage):
+                    call = f"{node.name.lower()}({'.'.join(arg.path)})"
+                    note = (
+                        f"note: in stage {stage.name!r}, {call} is null while {arg.path[0]!r} has no events, so a "
+                        f"comparison with it is not true; write coalesce({call}, 0) to start at 0 as Flink's Java "
+                        "conditions usually do"
+                    )
+                    if note not in notes:
+                        notes.append(note)
+    return notes
 
 
 def explain(automaton: Automaton) -> str:
     spec = automaton.spec
     within = format_duration(spec.within_ms) if spec.within_ms is not None else "none"
-    lines = [f"within: {within}; after match: {spec.skip.describe()}", "stages:"]
-    for number, stage in enumerate(spec.stages):
-        lines.append(f"  {number + 1}. {stage.name}: {describe_stage(stage, number == 0)}")
+    lines = [f"within: {within}; after match: {spec.skip.describe()}"]
+    if spec.max_partial_matches is not None:
+        lines.append(f"at most {spec.max_partial_matches:,} partial matches per key (the oldest dropped, reported)")
+    lines.append("stages:")
+    lines.extend(_stage_lines(spec.stages, "", 1))
     lines.append(f"automaton ({len(automaton.states)} states; S{automaton.start} starts every match):")
     for state in automaton.states:
         tags = {FINAL: " [match]", STOP: " [dead end]", PENDING: " [match when 'within' runs out]"}
@@ -45,4 +105,5 @@ def explain(automaton: Automaton) -> str:
                 continue
             target = "itself" if edge.target is state else f"S{edge.target.index}"
             lines.append(f"      {edge.action:<7} -> {target:<6} if {edge.condition.text}")
+    lines.extend(null_aggregate_notes(spec))
     return "\n".join(lines)

@@ -7,8 +7,12 @@ State per key is plain data (it pickles into the engine's bucket blob):
 (time, id). The start partial match (no events yet) has start ``(_NEVER, _NEVER)`` and is always present.
 
 Per event at time ``t`` (Flink CEP's order): first :meth:`Matcher.advance` to ``t`` (partial matches whose
-first event is ``within`` or more before ``t`` time out), then :meth:`Matcher.process`. Conditions may raise
-(e.g. comparing text with a number); the caller decides what a failing pattern means.
+first event is ``within`` or more before ``t`` time out, and those waiting in a stage with a ``within`` of its
+own whose last event is that much before ``t``), then :meth:`Matcher.process`. Conditions may raise (e.g. comparing
+text with a number); the caller decides what a failing pattern means.
+
+With ``max_partial_matches`` a key keeps at most that many partial matches: beyond it the oldest (earliest start)
+are dropped and returned as results of kind "dropped", so the loss is reported, never silent.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sparkcep.cep.compiler import FINAL, IGNORE, PENDING, PROCEED, STOP, TAKE, Automaton
+from sparkcep.cep.compiler import FINAL, IGNORE, NORMAL, PENDING, PROCEED, STOP, TAKE, Automaton
 from sparkcep.cep.conditions import TRUE, Event, Path, Scope
 
 _NEVER = 1 << 62
@@ -32,6 +36,12 @@ class Result:
     timed_out: bool
     time: int
     path: Path
+    dropped: bool = False  # pushed out by the pattern's max_partial_matches
+    within: int | None = None  # for a timeout: the window that ran out
+
+    @property
+    def kind(self) -> str:
+        return "timeout" if self.timed_out else "dropped" if self.dropped else "match"
 
     def stages(self) -> dict[str, list[str]]:
         grouped: dict[str, list[str]] = {}
@@ -52,6 +62,13 @@ class Matcher:
         self.states = automaton.states
         self.within = automaton.spec.within_ms
         self.skip = automaton.spec.skip
+        self.cap = automaton.spec.max_partial_matches
+        # Per automaton state: the within of the stage a partial match waits in (PREVIOUS_AND_CURRENT), or None.
+        windows = {leaf.name: leaf.within_ms for leaf in automaton.spec.leaves()}
+        self._windows = tuple(
+            windows.get(state.stage) if state.kind in (NORMAL, PENDING) else None for state in automaton.states
+        )
+        self._stage_windows = any(window is not None for window in self._windows)
         self.start: Partial = (automaton.start, (), _NEVER, _NEVER)
         first = automaton.states[automaton.start]
         self._start_takes = [edge.condition for edge in first.edges if edge.action == TAKE]
@@ -93,8 +110,24 @@ class Matcher:
         """The same partial matches, but no new match can start (a replaced version finishing its matches)."""
         return [p for p in state[0] if p[3] != _NEVER], state[1], state[2]
 
+    def _deadline(self, partial: Partial) -> tuple[int, int] | None:
+        """When a partial match runs out of time, and the window that runs out (None: never)."""
+        due: tuple[int, int] | None = None
+        if self.within is not None:
+            due = (partial[2] + self.within, self.within)
+        window = self._windows[partial[0]]
+        if window is not None and partial[1]:
+            own = (partial[1][-1][1][1] + window, window)
+            if due is None or own[0] < due[0]:
+                due = own
+        return due
+
     def idle_and_timeout(self, state: NfaState) -> tuple[bool, int | None]:
         """:meth:`is_idle` and :meth:`next_timeout` in one pass over the partial matches."""
+        if self._stage_windows:
+            started = [p for p in state[0] if p[3] != _NEVER]
+            dues = [due[0] for due in map(self._deadline, started) if due is not None]
+            return not started and not state[1], min(dues, default=None)
         earliest: int | None = None
         for partial in state[0]:
             start = partial[2]
@@ -114,6 +147,8 @@ class Matcher:
     # -- time
 
     def advance(self, state: NfaState, time: int, out: list[Result]) -> NfaState:
+        if self._stage_windows:
+            return self._advance_windows(state, time, out)
         partials, completed, seq = state
         if self.within is None:
             return state
@@ -128,9 +163,29 @@ class Matcher:
                     # not_followed_by at the end: nothing came within the window
                     matches.append((partial, partial[2] + self.within))
                 else:
-                    out.append(Result(True, partial[2] + self.within, partial[1]))
+                    out.append(Result(True, partial[2] + self.within, partial[1], within=self.within))
             else:
                 kept.append(partial)
+        if matches or completed:
+            completed = list(completed)
+            self._emit(kept, completed, matches, out)
+        return kept, completed, seq
+
+    def _advance_windows(self, state: NfaState, time: int, out: list[Result]) -> NfaState:
+        """:meth:`advance` when stages have windows of their own: each partial match has its own deadline."""
+        partials, completed, seq = state
+        kept: list[Partial] = []
+        matches: list[Found] = []
+        for partial in partials:
+            due = self._deadline(partial) if partial[3] != _NEVER else None
+            if due is None or due[0] > time:
+                kept.append(partial)
+            elif self.states[partial[0]].kind == PENDING:
+                matches.append((partial, due[0]))  # not_followed_by at the end: nothing came in time
+            else:
+                out.append(Result(True, due[0], partial[1], within=due[1]))
+        if len(kept) == len(partials) and not completed:
+            return state
         if matches or completed:
             completed = list(completed)
             self._emit(kept, completed, matches, out)
@@ -207,10 +262,23 @@ class Matcher:
                 kept.extend(retained)
         # ``kept`` stays in start order: successors keep their predecessors' order and matches begun by this
         # event come last (the start partial match is always the last one).
+        if self.cap is not None and len(kept) > self.cap:
+            kept = self._cap(kept, time, out)
         if matches or completed:
             completed = list(completed)
             self._emit(kept, completed, matches, out)
         return kept, completed, seq + 1
+
+    def _cap(self, kept: list[Partial], time: int, out: list[Result]) -> list[Partial]:
+        """Drop the oldest partial matches beyond the cap (``kept`` is in start order), reporting each."""
+        assert self.cap is not None
+        started = [p for p in kept if p[3] != _NEVER]
+        excess = len(started) - self.cap
+        if excess <= 0:
+            return kept
+        dropped = {id(p) for p in started[:excess]}
+        out.extend(Result(False, time, p[1], dropped=True) for p in started[:excess])
+        return [p for p in kept if id(p) not in dropped]
 
     def _next(self, partial: Partial, event: Event) -> list[Partial]:
         index, path, start_time, start_seq = partial

@@ -252,6 +252,8 @@ class PatternLogic(RuleLogic):
             if result.timed_out:
                 if version.output.timeout_event_type is not None:
                     out.append(self._record(version, index, result, version.output.timeout_event_type, key, key_values))
+            elif result.dropped:  # always reported: a capped pattern loses partial matches, never silently
+                out.append(self._record(version, index, result, version.dropped_event, key, key_values))
             else:
                 out.append(self._record(version, index, result, version.match_event, key, key_values))
 
@@ -278,10 +280,14 @@ class PatternLogic(RuleLogic):
             "last_event_at": format_iso(path[-1][1][1]) if path else None,
         }
         if result.timed_out:
-            matcher = self._matchers[index]
-            assert matcher is not None and matcher.within is not None
+            assert result.within is not None
             record["timed_out"] = True
-            record["within"] = format_duration(matcher.within)
+            record["within"] = format_duration(result.within)
+        elif result.dropped:
+            matcher = self._matchers[index]
+            assert matcher is not None and matcher.cap is not None
+            record["dropped"] = True
+            record["max_partial_matches"] = matcher.cap
         else:
             scope = Scope(None, path)
             record["measures"] = {name: _plain(m.evaluate(scope)) for name, m in self._measures[index].items()}

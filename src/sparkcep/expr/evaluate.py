@@ -165,6 +165,11 @@ class _Compiler:
         if count < function.min_args or (function.max_args is not None and count > function.max_args):
             raise ExpressionError(f"{node.name}() takes {function.arity()}, got {count}", node.pos or None)
         call, raw_args, resolver = function.call, node.args, self.resolver
+        if function.prepare is not None:
+            try:
+                call = function.prepare(node.args) or call
+            except ExpressionError as error:
+                raise values.placed(error, node) from None
         args = () if function.lazy else tuple(map(self.closure, node.args))
         lazy, nulls = function.lazy, function.null_in_null_out
 

@@ -1,7 +1,9 @@
 """The function registry and the built-in functions.
 
 Built-ins: abs(x), round(x[, digits]), floor(x), ceil(x), lower(s), upper(s), length(s),
-coalesce(a, ...), min(a, ...), max(a, ...). Function names are case-insensitive.
+coalesce(a, ...), min(a, ...), max(a, ...), and the text functions of ``sparkcep.expr.text``:
+contains(s, part), starts_with(s, prefix), ends_with(s, suffix), like(s, pattern[, escape]),
+regexp_like(s, regex). Function names are case-insensitive.
 """
 
 from __future__ import annotations
@@ -11,8 +13,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
-from sparkcep.expr.ast import ExpressionError
+from sparkcep.expr import text
+from sparkcep.expr.ast import ExpressionError, Node
 from sparkcep.expr.values import CONTEXT, compare, kind, to_number
+
+# Called once per call site when an expression is compiled, with the argument syntax trees: raises
+# ExpressionError to refuse arguments known then (a literal that can never work), and may return a call
+# to use instead of the function's own for this call site (e.g. one with a literal pattern already parsed).
+Prepare = Callable[[tuple[Node, ...]], Callable[..., object] | None]
 
 
 @dataclass(frozen=True)
@@ -23,6 +31,8 @@ class Function:
     default) any null argument makes the result null without calling ``call``. Lazy functions get
     ``(args, resolve)``: the argument *syntax trees* and the resolver of the current evaluation, and decide
     themselves what the arguments mean; e.g. ``first(A)`` reads the stage name from ``args[0]``.
+    ``prepare`` (optional, see :data:`Prepare`) looks at the arguments at compile time, so that e.g. a
+    bad regular expression written as a literal refuses the rule when it is validated.
     Functions report bad input by raising ExpressionError (the evaluator adds the column).
     """
 
@@ -32,6 +42,7 @@ class Function:
     max_args: int | None = 1
     lazy: bool = False
     null_in_null_out: bool = True
+    prepare: Prepare | None = None
 
     def arity(self) -> str:
         if self.max_args == self.min_args:
@@ -63,9 +74,10 @@ class FunctionRegistry:
         max_args: int | None = 1,
         lazy: bool = False,
         null_in_null_out: bool = True,
+        prepare: Prepare | None = None,
     ) -> None:
-        """Add a function; see :class:`Function` for what ``lazy`` and ``null_in_null_out`` mean."""
-        self.add(Function(name.lower(), call, min_args, max_args, lazy, null_in_null_out))
+        """Add a function; see :class:`Function` for what ``lazy``, ``null_in_null_out`` and ``prepare`` mean."""
+        self.add(Function(name.lower(), call, min_args, max_args, lazy, null_in_null_out, prepare))
 
     def get(self, name: str) -> Function | None:
         return self._functions.get(name.lower())
@@ -149,5 +161,10 @@ def default_functions() -> FunctionRegistry:
             ),
             Function("min", _extreme("<"), 1, None, False, False),
             Function("max", _extreme(">"), 1, None, False, False),
+            Function("contains", text.contains, 2, 2),
+            Function("starts_with", text.starts_with, 2, 2),
+            Function("ends_with", text.ends_with, 2, 2),
+            Function("like", text.like, 2, 3, prepare=text.prepare_like),
+            Function("regexp_like", text.regexp_like, 2, 2, prepare=text.prepare_regexp_like),
         ]
     )

@@ -154,8 +154,22 @@ def _check_semantics(rules: RuleSet) -> None:
             if not field_name:
                 raise RuleError(rule.id, "key", "a non-empty field name", field_name)
         _check_outputs(rule, outputs)
+        _check_sql_time(rule, rules.input.time_field)
         if len(set(rule.output_types)) != len(rule.output_types):
             raise RuleError(rule.id, "output event", "two different output names", rule.output_types)
+
+
+def _check_sql_time(rule: AnyRule, time_field: str) -> None:
+    """A MATCH_RECOGNIZE query orders by event time: its ORDER BY column must be the input's time field."""
+    sql = getattr(rule, "sql", None)
+    if sql is None:
+        return
+    from sparkcep.cep.sql import compile_match_recognize  # cep is heavier than the rule model
+
+    ordered_by = compile_match_recognize(sql, getattr(rule, "pattern_options", None)).time_field
+    if ordered_by != time_field:
+        expected = f"ORDER BY {time_field} (the input's time field; events are matched in event-time order)"
+        raise RuleError(rule.id, "sql, clause ORDER BY", expected, f"ORDER BY {ordered_by}")
 
 
 def _from_demo_form(raw: dict[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 version takes effect, key fields and an output. Several entries with the same id are its versions.
 
 The pattern itself is validated by :mod:`sparkcep.cep.spec` (see docs/patterns.md); errors name the rule,
-the stage and the field.
+the stage and the field. A processor may instead give ``sql``, a MATCH_RECOGNIZE query
+(:mod:`sparkcep.cep.sql`): its pattern, key and measures are derived when the rule is validated, and the rule's
+JSON form keeps the query (not what it compiled to), so a stored or exported rule stays SQL.
 """
 
 from __future__ import annotations
@@ -11,7 +13,15 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from sparkcep.errors import RuleError, SparkcepError
 from sparkcep.rules.base import RuleVersion, TypeAndIdFirst, shown_names
@@ -28,6 +38,8 @@ class PatternOutput(BaseModel):
 
     event_type: str | None = None  # default: the processor id in upper case
     timeout_event_type: str | None = None  # None: timed-out partial matches are not reported
+    # Partial matches pushed out by the pattern's max_partial_matches (default: the match's type + "_DROPPED").
+    dropped_event_type: str | None = None
     measures: dict[str, str] = Field(default_factory=dict)
 
 
@@ -36,6 +48,9 @@ class PatternRule(RuleVersion, TypeAndIdFirst):
 
     type: Literal["pattern"]
     id: str
+    # A MATCH_RECOGNIZE query instead of key, pattern and output.measures (derived from it when validated).
+    sql: str | None = None
+    pattern_options: dict[str, Any] | None = None  # max_partial_matches or unbounded, merged into the pattern
     key: tuple[str, ...] = Field(min_length=1)
     event_types_: tuple[str, ...] | None = Field(default=None, alias="event_types", min_length=1)
     pattern: dict[str, Any]
@@ -48,6 +63,32 @@ class PatternRule(RuleVersion, TypeAndIdFirst):
     def _key(cls, value: object) -> object:
         return (value,) if isinstance(value, str) else value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _from_sql(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and data.get("sql") is not None:
+            return sql_derived(data)
+        if isinstance(data, Mapping) and data.get("pattern_options") is not None:
+            raise RuleError(str(data.get("id")), "pattern_options", "only together with 'sql'", data["pattern_options"])
+        return data
+
+    @model_serializer(mode="wrap")
+    def _as_written(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped: dict[str, Any] = handler(self)
+        if self.sql is None:  # a JSON processor's form is as it always was
+            dumped.pop("sql", None)
+            dumped.pop("pattern_options", None)
+            return dumped
+        # A SQL processor keeps its query; what it compiles to is derived again when it is read.
+        for name in ("key", "pattern"):
+            dumped.pop(name, None)
+        if self.pattern_options is None:
+            dumped.pop("pattern_options", None)
+        output = dumped.get("output")
+        if isinstance(output, dict):
+            output.pop("measures", None)
+        return dumped
+
     @property
     def event_types(self) -> tuple[str, ...] | None:
         return self.event_types_
@@ -57,9 +98,47 @@ class PatternRule(RuleVersion, TypeAndIdFirst):
         return self.output.event_type or _OUTPUT_SAFE.sub("_", self.id).upper()
 
     @property
+    def dropped_event(self) -> str:
+        return self.output.dropped_event_type or f"{self.match_event}_DROPPED"
+
+    @property
     def output_types(self) -> tuple[str, ...]:
         timeout = self.output.timeout_event_type
-        return (self.match_event,) if timeout is None else (self.match_event, timeout)
+        types = (self.match_event,) if timeout is None else (self.match_event, timeout)
+        if self.pattern.get("max_partial_matches") is not None:
+            types = (*types, self.dropped_event)
+        return types
+
+
+def sql_derived(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A SQL processor's fields with the key, pattern and measures its query compiles to; RuleError when the
+    query is invalid or the rule also gives what the query derives."""
+    from sparkcep.cep.sql import SqlError, compile_match_recognize  # cep is heavier than the rule model
+
+    rule_id = str(data.get("id"))
+    sql = data["sql"]
+    output = data.get("output")
+    given = [name for name in ("pattern", "key") if name in data]
+    if isinstance(output, Mapping) and "measures" in output:
+        given.append("output.measures")
+    if given:
+        expected = "either 'sql' or 'pattern', 'key' and 'output.measures' (the query gives all three)"
+        raise RuleError(rule_id, "sql", expected, f"'sql' and {', '.join(repr(name) for name in given)}")
+    if not isinstance(sql, str):
+        raise RuleError(rule_id, "sql", "a MATCH_RECOGNIZE query as text", type(sql).__name__)
+    options = data.get("pattern_options")
+    if options is not None and not isinstance(options, Mapping):
+        raise RuleError(rule_id, "pattern_options", '{"max_partial_matches": N} or {"unbounded": true}', options)
+    try:
+        compiled = compile_match_recognize(sql, options)
+    except SqlError as error:
+        at = f" at line {error.line}, column {error.column}" if error.line is not None else ""
+        raise RuleError(rule_id, f"sql, clause {error.field}", error.expected, f"{error.got}{at}") from None
+    measures = dict(compiled.measures)
+    return {
+        **data, "key": list(compiled.key), "pattern": compiled.pattern,
+        "output": {**(output if isinstance(output, Mapping) else {}), "measures": measures},
+    }  # fmt: skip
 
 
 def check_pattern_rule(rule: PatternRule, first: PatternRule | None = None) -> None:
@@ -91,6 +170,11 @@ def pattern_summary(rule: Mapping[str, Any]) -> str:
     """
     from sparkcep.cep.spec import parse_pattern  # cep is heavier than the rule model
 
+    if rule.get("sql") is not None:
+        try:
+            rule = {k: v for k, v in sql_derived(rule).items() if k not in ("sql", "pattern_options")}
+        except SparkcepError:
+            return "pattern rule (invalid MATCH_RECOGNIZE query)"
     try:
         spec = parse_pattern(rule.get("pattern"))
     except SparkcepError:
@@ -122,10 +206,14 @@ def _stage(stage: StageSpec, first: bool) -> str:
         text += f" {low} times" if low == high else f" {low} to {high} times"
     if stage.optional:
         text += " (optional)"
+    if stage.is_group:
+        text += f" [{', '.join(_stage(member, number == 0) for number, member in enumerate(stage.members))}]"
     if stage.where is not None:
         text += f" ({stage.where.text})"
     if stage.until is not None:
         text += f" until {stage.until.text}"
+    if stage.within_ms is not None:
+        text += f" within {format_duration(stage.within_ms)} of the previous event"
     return text
 
 

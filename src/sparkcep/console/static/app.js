@@ -64,6 +64,8 @@
     clear_state: 'start this version with empty windows',
     key: 'fields whose values partition the matches',
     pattern: 'stages (name, where, contiguity, times…), within, skip',
+    sql: 'a MATCH_RECOGNIZE query instead of key, pattern and measures',
+    pattern_options: 'with sql: max_partial_matches or unbounded',
     output: 'event_type, timeout_event_type and measures',
     on_new_version: 'drop or finish partial matches on a new version',
     version: 'set by the store',
@@ -959,7 +961,8 @@
     try { draft = JSON.parse(text); } catch { /* fall back to the errors only */ }
     const fields = [];
     if (draft && typeof draft === 'object' && !Array.isArray(draft)) fields.push(...Object.keys(draft));
-    const required = (draft && REQUIRED[draft.type]) || [];
+    // A pattern written as MATCH_RECOGNIZE derives key and pattern from its query.
+    const required = (draft && (draft.type === 'pattern' && draft.sql ? ['type', 'id', 'sql'] : REQUIRED[draft.type])) || [];
     for (const field of required) if (!fields.includes(field)) fields.push(field);
     const errorsByTop = new Map();
     for (const error of currentErrors) {

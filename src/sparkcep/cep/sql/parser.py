@@ -1,0 +1,605 @@
+"""Recursive-descent parser: MATCH_RECOGNIZE query text -> :class:`~sparkcep.cep.sql.syntax.Query`.
+
+Grammar (keywords case-insensitive, identifiers bare or in back quotes)::
+
+    query    := SELECT ("*" | column ("," column)*) FROM name MATCH_RECOGNIZE "(" body ")" [[AS] name] [";"]
+    body     := [PARTITION BY column ("," column)*] [ORDER BY column [ASC | DESC]]
+                [MEASURES expr AS name ("," expr AS name)*] [ONE ROW PER MATCH | ALL ROWS PER MATCH]
+                [AFTER MATCH SKIP (PAST LAST ROW | TO NEXT ROW | TO FIRST var | TO LAST var | TO var)]
+                PATTERN "(" pattern ")" [WITHIN INTERVAL 'n' unit [TO unit]]
+                DEFINE var AS expr ("," var AS expr)*
+    pattern  := term+ ;  term := (var | "(" pattern ")") [quantifier]
+    quantifier := ("*" | "+" | "?" | "{" [n] ["," [m]] "}") ["?"]
+
+Nesting (parentheses, calls, CASE, NOT and minus chains) is limited to MAX_DEPTH levels, so the parser and
+everything recursive downstream stay far from Python's recursion limit. What Flink does not support either
+(alternation, PERMUTE, exclusion, anchors, SUBSET, ALL ROWS PER MATCH) is refused with the clause named.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+
+from sparkcep.cep.sql import syntax as sx
+from sparkcep.cep.sql.errors import SqlError
+from sparkcep.cep.sql.tokens import Token, tokenize
+
+MAX_DEPTH = 64
+_COMPARE = ("=", "<>", "!=", "<", "<=", ">", ">=")
+_UNITS_MS = {"DAY": 86_400_000, "HOUR": 3_600_000, "MINUTE": 60_000, "SECOND": 1000}
+_UNIT_ORDER = ("DAY", "HOUR", "MINUTE", "SECOND")
+# Words that end an expression or start a clause: never read as a column name.
+_RESERVED = frozenset(
+    {
+        "AND", "OR", "NOT", "IN", "IS", "NULL", "TRUE", "FALSE", "BETWEEN", "LIKE", "CASE", "WHEN", "THEN", "ELSE",
+        "END", "AS", "FROM", "SELECT", "PARTITION", "ORDER", "MEASURES", "ONE", "ALL", "AFTER", "PATTERN",
+        "DEFINE", "WITHIN", "SUBSET", "INTERVAL", "DISTINCT", "MATCH_RECOGNIZE", "ESCAPE",
+    }
+)  # fmt: skip
+
+
+def parse_query(text: str) -> sx.Query:
+    """The syntax tree of a MATCH_RECOGNIZE query; raises SqlError naming the clause, line and column."""
+    if not isinstance(text, str):
+        raise SqlError("SELECT", "the query as text", type(text).__name__)
+    return _Parser(tokenize(text)).query()
+
+
+class _Parser:
+    def __init__(self, tokens: list[Token]) -> None:
+        self.tokens = tokens
+        self.index = 0
+        self.depth = 0
+        self.clause = "SELECT"
+        self.heights: dict[int, int] = {}  # id(node) -> levels of expression nodes below it
+
+    # -- helpers
+
+    def peek(self, ahead: int = 0) -> Token:
+        return self.tokens[min(self.index + ahead, len(self.tokens) - 1)]
+
+    def advance(self) -> Token:
+        token = self.tokens[self.index]
+        self.index = min(self.index + 1, len(self.tokens) - 1)
+        return token
+
+    def fail(self, expected: str, token: Token | None = None) -> SqlError:
+        token = token or self.peek()
+        return SqlError(self.clause, expected, token.describe(), token.line, token.column)
+
+    def refuse(self, what: str, token: Token) -> SqlError:
+        return SqlError(self.clause, what, token.describe(), token.line, token.column)
+
+    def word(self, *words: str) -> bool:
+        if self.peek().is_word(*words):
+            self.advance()
+            return True
+        return False
+
+    def expect_word(self, *words: str) -> Token:
+        if not self.peek().is_word(*words):
+            raise self.fail(" ".join(words) if len(words) == 1 else " or ".join(words))
+        return self.advance()
+
+    def op(self, *ops: str) -> bool:
+        if self.peek().is_op(*ops):
+            self.advance()
+            return True
+        return False
+
+    def expect_op(self, op: str, why: str = "") -> Token:
+        if not self.peek().is_op(op):
+            raise self.fail(f"{op!r}{why}")
+        return self.advance()
+
+    def name(self, what: str) -> Token:
+        token = self.peek()
+        if token.kind == "quoted" or (token.kind == "name" and token.value.upper() not in _RESERVED):
+            return self.advance()
+        raise self.fail(what)
+
+    def built(self, node: sx.Node, token: Token, *children: sx.Node) -> sx.Node:
+        """``node`` after checking that operator chains (``a + b + ...``) do not nest it too deeply."""
+        height = 1 + max((self.heights.get(id(child), 0) for child in children), default=0)
+        if height > MAX_DEPTH:
+            raise self.refuse(f"an expression nested at most {MAX_DEPTH} levels deep", token)
+        self.heights[id(node)] = height
+        return node
+
+    def enter(self, token: Token) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise self.refuse(f"nesting of at most {MAX_DEPTH} levels", token)
+
+    # -- the query
+
+    def query(self) -> sx.Query:
+        start = self.expect_word("SELECT")
+        select = self.select_list()
+        self.clause = "FROM"
+        self.expect_word("FROM")
+        table = self.name("the table name after FROM").value
+        if not self.peek().is_word("MATCH_RECOGNIZE"):
+            raise self.fail("MATCH_RECOGNIZE after the table name (only pattern queries are supported)")
+        self.advance()
+        self.clause = "MATCH_RECOGNIZE"
+        self.expect_op("(", " after MATCH_RECOGNIZE")
+        partition = self.partition_by()
+        order = self.order_by()
+        measures = self.measures()
+        self.rows_per_match()
+        skip = self.after_match()
+        pattern, within = self.pattern_clause()
+        if self.peek().is_word("SUBSET"):
+            self.clause = "SUBSET"
+            raise self.refuse("no SUBSET (not supported, as in Flink): name the variables one by one", self.peek())
+        defines = self.define()
+        self.clause = "MATCH_RECOGNIZE"
+        self.expect_op(")", " closing MATCH_RECOGNIZE (or ',' and another definition)")
+        alias = None
+        if self.word("AS"):
+            alias = self.name("an alias after AS").value
+        elif self.peek().kind in ("name", "quoted") and not self.peek().is_word(*_RESERVED):
+            alias = self.advance().value
+        self.op(";")
+        if self.peek().kind != "end":
+            raise self.fail("end of the query")
+        return sx.Query(
+            select, table, partition, order, measures, skip, pattern, within, defines, alias,
+            line=start.line, column=start.column,
+        )  # fmt: skip
+
+    def select_list(self) -> tuple[sx.SelectItem, ...] | None:
+        if self.op("*"):
+            return None
+        items = [self.select_item()]
+        while self.op(","):
+            items.append(self.select_item())
+        return tuple(items)
+
+    def select_item(self) -> sx.SelectItem:
+        first = self.name("a column name or '*'")
+        qualifier, name = None, first
+        if self.op("."):
+            qualifier, name = first.value, self.name("a column name after '.'")
+        if self.peek().is_word("AS") or self.peek().is_op("("):
+            raise self.fail("a partition column or measure name (compute values in MEASURES, name them there)")
+        return sx.SelectItem(qualifier, name.value, line=first.line, column=first.column)
+
+    def column_list(self) -> tuple[sx.Column, ...]:
+        columns = [self.plain_column()]
+        while self.op(","):
+            columns.append(self.plain_column())
+        return tuple(columns)
+
+    def plain_column(self) -> sx.Column:
+        token = self.name("a column name")
+        if self.peek().is_op("."):
+            raise self.fail("a plain column name (no table or variable prefix)")
+        return sx.Column(None, token.value, line=token.line, column=token.column)
+
+    def partition_by(self) -> tuple[sx.Column, ...]:
+        if not self.peek().is_word("PARTITION"):
+            self.clause = "PARTITION BY"
+            raise self.fail(
+                "PARTITION BY and the key columns first (every key is matched on its own; a pattern over the "
+                "whole stream is not supported)"
+            )
+        self.clause = "PARTITION BY"
+        self.advance()
+        self.expect_word("BY")
+        return self.column_list()
+
+    def order_by(self) -> sx.Column | None:
+        if not self.peek().is_word("ORDER"):
+            return None
+        self.clause = "ORDER BY"
+        self.advance()
+        self.expect_word("BY")
+        column = self.plain_column()
+        if self.peek().is_word("DESC"):
+            raise self.fail("ascending order on the time column (ASC or nothing), as Flink requires")
+        self.word("ASC")
+        if self.peek().is_op(","):
+            raise self.fail("one column, the event time (ties are broken by event id)")
+        return column
+
+    def measures(self) -> tuple[sx.Measure, ...]:
+        if not self.peek().is_word("MEASURES"):
+            return ()
+        self.clause = "MEASURES"
+        self.advance()
+        found = [self.measure()]
+        while self.op(","):
+            found.append(self.measure())
+        return tuple(found)
+
+    def measure(self) -> sx.Measure:
+        start = self.peek()
+        expression = self.expression()
+        if not self.word("AS"):
+            raise self.fail("AS and a name after the measure's expression")
+        name = self.name("the measure's name after AS")
+        return sx.Measure(expression, name.value, line=start.line, column=start.column)
+
+    def rows_per_match(self) -> None:
+        token = self.peek()
+        if token.is_word("ONE"):
+            self.clause = "ONE ROW PER MATCH"
+            self.advance()
+            for word in ("ROW", "PER", "MATCH"):
+                self.expect_word(word)
+        elif token.is_word("ALL"):
+            self.clause = "ALL ROWS PER MATCH"
+            raise self.refuse("ONE ROW PER MATCH (ALL ROWS PER MATCH is not supported, as in Flink)", token)
+
+    def after_match(self) -> sx.Skip | None:
+        if not self.peek().is_word("AFTER"):
+            return None
+        self.clause = "AFTER MATCH SKIP"
+        start = self.advance()
+        self.expect_word("MATCH")
+        self.expect_word("SKIP")
+        line, column = start.line, start.column
+        if self.word("PAST"):
+            self.expect_word("LAST")
+            self.expect_word("ROW")
+            return sx.Skip("SKIP_PAST_LAST_EVENT", line=line, column=column)
+        self.expect_word("TO")
+        if self.word("NEXT"):
+            self.expect_word("ROW")
+            return sx.Skip("SKIP_TO_NEXT", line=line, column=column)
+        strategy = "SKIP_TO_LAST"
+        if self.peek().is_word("FIRST", "LAST") and self.peek(1).kind in ("name", "quoted"):
+            strategy = "SKIP_TO_FIRST" if self.advance().is_word("FIRST") else "SKIP_TO_LAST"
+        variable = self.name("NEXT ROW, FIRST variable, LAST variable or a variable after SKIP TO")
+        return sx.Skip(strategy, variable.value, line=line, column=column)
+
+    # -- PATTERN
+
+    def pattern_clause(self) -> tuple[sx.Node, int | None]:
+        self.clause = "PATTERN"
+        self.expect_word("PATTERN")
+        opener = self.expect_op("(", " with the row pattern after PATTERN")
+        pattern = self.pattern_sequence(opener, group=False)
+        within = None
+        if self.peek().is_word("WITHIN"):
+            self.clause = "WITHIN"
+            self.advance()
+            within = self.interval()
+        return pattern, within
+
+    def pattern_sequence(self, opener: Token, group: bool) -> sx.Node:
+        self.enter(opener)
+        items: list[sx.Node] = []
+        while True:
+            token = self.peek()
+            if token.is_op(")"):
+                if not items:
+                    raise self.fail("a pattern variable or '(' (an empty pattern matches nothing)")
+                self.advance()
+                break
+            if token.is_op("|"):
+                raise self.refuse("a pattern without alternation '|' (not supported, as in Flink)", token)
+            if token.is_op("^", "$"):
+                raise self.refuse(
+                    f"a pattern without the anchor {token.value!r} (not supported in streams, as in Flink)", token
+                )
+            if token.is_op("{-"):
+                raise self.refuse(
+                    "a pattern without exclusion '{- -}' (only for ALL ROWS PER MATCH, not supported)", token
+                )
+            if token.kind == "end":
+                raise self.fail(f"')' closing the '(' at line {opener.line}, column {opener.column}")
+            items.append(self.pattern_term())
+        self.depth -= 1
+        return sx.Sequence(tuple(items), group, line=opener.line, column=opener.column)
+
+    def pattern_term(self) -> sx.Node:
+        begin = self.index
+        token = self.peek()
+        if token.is_word("PERMUTE") and self.peek(1).is_op("("):
+            raise self.refuse("a pattern without PERMUTE (not supported, as in Flink)", token)
+        if token.is_op("("):
+            self.advance()
+            item: sx.Node = self.pattern_sequence(token, group=True)
+        elif token.kind in ("name", "quoted"):
+            self.advance()
+            item = sx.Variable(token.value, line=token.line, column=token.column)
+        else:
+            raise self.fail("a pattern variable or '('")
+        return self.quantifier(item, token, begin)
+
+    def quantifier(self, item: sx.Node, start: Token, begin: int) -> sx.Node:
+        token = self.peek()
+        first = self.index
+        if token.is_op("*", "+", "?"):
+            self.advance()
+            low, high = {"*": (0, None), "+": (1, None), "?": (0, 1)}[token.value]
+        elif token.is_op("{"):
+            self.advance()
+            low, high = self.bounds(token)
+        else:
+            return item
+        reluctant = self.op("?")
+        if self.peek().is_op("*", "+", "?", "{"):
+            raise self.fail("a pattern variable or '(' (one quantifier per term; group to nest)")
+        written = self.source(begin, first) + "".join(t.value for t in self.tokens[first : self.index])
+        return sx.Quantified(item, low, high, reluctant, written, line=start.line, column=start.column)
+
+    def source(self, begin: int, end_index: int) -> str:
+        """The tokens from ``begin`` up to ``end_index`` as compact text, for messages."""
+        parts = [t.value if t.kind != "quoted" else t.describe() for t in self.tokens[begin:end_index]]
+        return " ".join(parts).replace("( ", "(").replace(" )", ")")
+
+    def bounds(self, opener: Token) -> tuple[int, int | None]:
+        low = self.count() if self.peek().kind == "number" else None
+        if self.op("}"):
+            if low is None:
+                raise self.fail("a count in '{n}'", opener)
+            if low == 0:
+                raise self.refuse("{n} with n > 0 ({0} matches nothing)", opener)
+            return low, low
+        if not self.op(","):
+            raise self.fail("',' or '}' in the quantifier")
+        high = self.count() if self.peek().kind == "number" else None
+        self.expect_op("}", " closing the quantifier")
+        if low is None and high is None:
+            raise self.refuse("{n,}, {n,m} or {,m} with at least one bound", opener)
+        if high is not None and high == 0:
+            raise self.refuse("an upper bound m > 0 in {n,m}", opener)
+        if high is not None and low is not None and low > high:
+            raise self.refuse(f"n <= m in {{n,m}} (got {{{low},{high}}})", opener)
+        return low or 0, high
+
+    def count(self) -> int:
+        token = self.advance()
+        if not token.value.isdigit():
+            raise self.fail("a whole number", token)
+        if len(token.value) > 9:
+            raise self.fail("a count of at most 9 digits", token)
+        return int(token.value)
+
+    def interval(self) -> int:
+        start = self.expect_word("INTERVAL")
+        literal = self.peek()
+        if literal.kind != "string":
+            raise self.fail("a quoted amount after INTERVAL, e.g. INTERVAL '10' SECOND")
+        self.advance()
+        first = self.expect_word(*_UNIT_ORDER, "YEAR", "MONTH")
+        if first.is_word("YEAR", "MONTH"):
+            raise self.refuse("a DAY, HOUR, MINUTE or SECOND interval (months vary in length)", first)
+        units = [first.value.upper()]
+        if self.word("TO"):
+            last = self.expect_word(*_UNIT_ORDER).value.upper()
+            span = _UNIT_ORDER[_UNIT_ORDER.index(units[0]) : _UNIT_ORDER.index(last) + 1]
+            if len(span) < 2:
+                raise self.refuse(f"a later unit than {units[0]} after TO", self.tokens[self.index - 1])
+            units = list(span)
+        amount = self.interval_amount(literal, units)
+        if amount <= 0:
+            raise self.refuse("a positive interval", literal)
+        del start
+        return amount
+
+    def interval_amount(self, literal: Token, units: list[str]) -> int:
+        text = literal.value.strip()
+        parts = text.replace(" ", ":", 1).split(":") if units[0] == "DAY" and len(units) > 1 else text.split(":")
+        shape = {1: "'10'", 2: "'1:30'", 3: "'1:30:00'", 4: "'1 02:30:00'"}[len(units)]
+        if len(parts) != len(units):
+            raise self.refuse(f"an amount like {shape} for {' TO '.join((units[0], units[-1]))}", literal)
+        total = Decimal(0)
+        for part, unit in zip(parts, units, strict=True):
+            fraction_ok = unit == "SECOND"
+            valid = part.isdigit() or (fraction_ok and part.replace(".", "", 1).isdigit() and part.count(".") == 1)
+            if not valid or len(part) > 12:
+                raise self.refuse(
+                    f"whole {unit.lower()}s{' (or seconds with a fraction)' if fraction_ok else ''} in {shape}", literal
+                )
+            try:
+                total += Decimal(part) * _UNITS_MS[unit]
+            except InvalidOperation:  # pragma: no cover - digits always convert
+                raise self.refuse("a number", literal) from None
+        if total != total.to_integral_value():
+            raise self.refuse("an interval of whole milliseconds", literal)
+        return int(total)
+
+    # -- DEFINE
+
+    def define(self) -> tuple[tuple[sx.Variable, sx.Node], ...]:
+        self.clause = "DEFINE"
+        self.expect_word("DEFINE")
+        found = [self.definition()]
+        while self.op(","):
+            found.append(self.definition())
+        return tuple(found)
+
+    def definition(self) -> tuple[sx.Variable, sx.Node]:
+        token = self.name("a pattern variable to define")
+        if not self.word("AS"):
+            raise self.fail(f"AS and a condition after {token.value}")
+        return sx.Variable(token.value, line=token.line, column=token.column), self.expression()
+
+    # -- expressions
+
+    def expression(self) -> sx.Node:
+        node = self.conjunction()
+        while self.peek().is_word("OR"):
+            token = self.advance()
+            right = self.conjunction()
+            node = self.built(sx.Binary("OR", node, right, line=token.line, column=token.column), token, node, right)
+        return node
+
+    def conjunction(self) -> sx.Node:
+        node = self.negation()
+        while self.peek().is_word("AND"):
+            token = self.advance()
+            right = self.negation()
+            node = self.built(sx.Binary("AND", node, right, line=token.line, column=token.column), token, node, right)
+        return node
+
+    def negation(self) -> sx.Node:
+        token = self.peek()
+        if token.is_word("NOT"):
+            self.advance()
+            self.enter(token)
+            operand = self.negation()
+            self.depth -= 1
+            return self.built(sx.Unary("NOT", operand, line=token.line, column=token.column), token, operand)
+        return self.predicate()
+
+    def predicate(self) -> sx.Node:
+        left = self.additive()
+        token = self.peek()
+        at = {"line": token.line, "column": token.column}
+        if token.kind == "op" and token.value in _COMPARE:
+            self.advance()
+            right = self.additive()
+            return self.built(sx.Binary(token.value, left, right, **at), token, left, right)
+        negated = False
+        if token.is_word("NOT") and self.peek(1).is_word("IN", "BETWEEN", "LIKE"):
+            self.advance()
+            negated = True
+        if self.word("IN"):
+            opener = self.expect_op("(", " with the list of values after IN")
+            self.enter(opener)
+            items = [self.expression()]
+            while self.op(","):
+                items.append(self.expression())
+            self.expect_op(")", " closing the IN list")
+            self.depth -= 1
+            return self.built(sx.InList(left, tuple(items), negated, **at), token, left, *items)
+        if self.word("BETWEEN"):
+            low = self.additive()
+            self.expect_word("AND")
+            high = self.additive()
+            return self.built(sx.Between(left, low, high, negated, **at), token, left, low, high)
+        if self.word("LIKE"):
+            pattern = self.additive()
+            escape = self.additive() if self.word("ESCAPE") else None
+            parts = (left, pattern) if escape is None else (left, pattern, escape)
+            return self.built(sx.Like(left, pattern, negated, escape, **at), token, *parts)
+        if self.word("IS"):
+            is_not = self.word("NOT")
+            self.expect_word("NULL")
+            return self.built(sx.IsNull(left, is_not, **at), token, left)
+        return left
+
+    def additive(self) -> sx.Node:
+        node = self.multiplicative()
+        while self.peek().is_op("+", "-", "||"):
+            token = self.advance()
+            right = self.multiplicative()
+            node = self.built(
+                sx.Binary(token.value, node, right, line=token.line, column=token.column), token, node, right
+            )
+        return node
+
+    def multiplicative(self) -> sx.Node:
+        node = self.unary()
+        while self.peek().is_op("*", "/", "%"):
+            token = self.advance()
+            right = self.unary()
+            node = self.built(
+                sx.Binary(token.value, node, right, line=token.line, column=token.column), token, node, right
+            )
+        return node
+
+    def unary(self) -> sx.Node:
+        token = self.peek()
+        if token.is_op("-", "+"):
+            self.advance()
+            self.enter(token)
+            operand = self.unary()
+            self.depth -= 1
+            if token.value == "+":
+                return operand
+            return self.built(sx.Unary("-", operand, line=token.line, column=token.column), token, operand)
+        return self.primary()
+
+    def literal(self) -> sx.Node | None:
+        token = self.peek()
+        value: int | Decimal | str | bool | None
+        if token.kind == "number":
+            value = token.number
+        elif token.kind == "string":
+            value = token.value
+        elif token.is_word("TRUE", "FALSE", "NULL"):
+            value = None if token.is_word("NULL") else token.is_word("TRUE")
+        else:
+            return None
+        self.advance()
+        return sx.Literal(value, line=token.line, column=token.column)
+
+    def primary(self) -> sx.Node:
+        token = self.peek()
+        literal = self.literal()
+        if literal is not None:
+            return literal
+        if token.is_word("CASE"):
+            return self.case()
+        if token.is_word("INTERVAL"):
+            raise self.fail("a value (INTERVAL only in WITHIN)")
+        if token.is_op("("):
+            self.advance()
+            self.enter(token)
+            node = self.expression()
+            self.expect_op(")", f" closing the '(' at line {token.line}, column {token.column}")
+            self.depth -= 1
+            return self.built(node, token, node)
+        if token.kind in ("name", "quoted") and not token.is_word(*_RESERVED):
+            self.advance()
+            if token.kind == "name" and self.peek().is_op("("):
+                return self.call(token)
+            return self.reference(token)
+        raise self.fail("a value (number, string, TRUE, FALSE, NULL, column, function call, CASE or '(')")
+
+    def reference(self, token: Token) -> sx.Node:
+        """``name``, ``A.name`` or ``A.*`` after ``token`` (the first name) was consumed."""
+        if not self.op("."):
+            return sx.Column(None, token.value, line=token.line, column=token.column)
+        if self.op("*"):
+            return sx.AllColumns(token.value, line=token.line, column=token.column)
+        column = self.name("a column name after '.'")
+        if self.peek().is_op("."):
+            raise self.fail("an operator (nested fields are not supported)")
+        return sx.Column(token.value, column.value, line=token.line, column=token.column)
+
+    def call(self, name: Token) -> sx.Node:
+        opener = self.advance()
+        self.enter(opener)
+        at = {"line": name.line, "column": name.column}
+        distinct = self.word("DISTINCT")
+        args: list[sx.Node] = []
+        if self.op(")"):
+            self.depth -= 1
+            return sx.Call(name.value.upper(), (), distinct, **at)
+        while True:
+            if self.peek().is_op("*"):
+                star = self.advance()
+                args.append(sx.AllColumns(None, line=star.line, column=star.column))
+            else:
+                args.append(self.expression())
+            if self.op(")"):
+                break
+            if not self.op(","):
+                raise self.fail(f"',' or ')' closing {name.value.upper()}(")
+        self.depth -= 1
+        return self.built(sx.Call(name.value.upper(), tuple(args), distinct, **at), name, *args)
+
+    def case(self) -> sx.Node:
+        start = self.advance()
+        self.enter(start)
+        operand = None if self.peek().is_word("WHEN") else self.expression()
+        whens: list[tuple[sx.Node, sx.Node]] = []
+        while self.word("WHEN"):
+            condition = self.expression()
+            self.expect_word("THEN")
+            whens.append((condition, self.expression()))
+        if not whens:
+            raise self.fail("WHEN after CASE")
+        default = self.expression() if self.word("ELSE") else None
+        self.expect_word("END")
+        self.depth -= 1
+        parts = [part for pair in whens for part in pair] + [n for n in (operand, default) if n is not None]
+        return self.built(sx.Case(operand, tuple(whens), default, line=start.line, column=start.column), start, *parts)
