@@ -848,3 +848,41 @@ def test_settings_from_the_pipeline_file_and_the_command_line(tmp_path: Path) ->
     assert settings.metrics_dir == tmp_path / "ck" / "sparkcep" / "metrics"
     changed = override(settings, input_dir=tmp_path / "history", alerts_url=None)
     assert changed.input_dir == tmp_path / "history" and changed.alerts_url == settings.alerts_url
+
+
+SQL_PROCESSOR = {
+    "type": "pattern", "id": "small-large", "output": {"event_type": "SMALL_LARGE"},
+    "sql": "SELECT * FROM payments MATCH_RECOGNIZE (PARTITION BY payerId ORDER BY occurred_at "
+           "MEASURES S.amount AS small, L.amount AS large AFTER MATCH SKIP PAST LAST ROW "
+           "PATTERN (S Z*? L) WITHIN INTERVAL '10' MINUTE DEFINE S AS amount < 5, L AS amount > 100 * S.amount)",
+}  # fmt: skip
+
+
+def test_a_match_recognize_processor_is_stored_as_sql_described_and_back_tested_like_its_json(job: Job) -> None:
+    from sparkcep.cep.sql import compile_match_recognize
+
+    events = [
+        line("PAY", T0 + m * MINUTE, f"e{payer}-{m}", payerId=payer, amount=amount)
+        for payer, m, amount in [(1, 0, 2), (1, 1, 50), (1, 2, 300), (2, 0, 1), (2, 20, 500), (3, 5, 4), (3, 6, 401)]
+    ]  # fmt: skip
+    (job.input / "part-1.jsonl").write_text("\n".join(events) + "\n", encoding="utf-8")
+    client = job.client()
+    created = client.post("/api/rules", json={"rule": SQL_PROCESSOR, "author": "ana"}, headers=AUTH)
+    assert created.status_code == 201, created.text
+    shown = client.get("/api/rules/small-large").json()
+    assert shown["rule"]["sql"] == SQL_PROCESSOR["sql"] and "pattern" not in shown["rule"]  # kept as written
+    assert shown["sentence"].startswith(
+        "per payerId: S (amount < 5), followed by any L (amount > 100 * last(S).amount)"
+    )
+
+    compiled = compile_match_recognize(str(SQL_PROCESSOR["sql"]))
+    as_json = {"type": "pattern", "id": "small-large-json", "output": {"event_type": "SMALL_LARGE_JSON",
+               "measures": compiled.measures}, "key": list(compiled.key), "pattern": compiled.pattern}  # fmt: skip
+    from_sql = client.post("/api/backtest", json={"rule": SQL_PROCESSOR}, headers=AUTH).json()
+    from_json = client.post("/api/backtest", json={"rule": as_json}, headers=AUTH).json()
+    assert from_sql["alerts"] == from_json["alerts"] == 2  # payer 1 (2 then 300) and payer 3; payer 2 too late
+    assert (
+        [s["measures"] for s in from_sql["sample"]]
+        == [s["measures"] for s in from_json["sample"]]
+        == [{"small": 2, "large": 300}, {"small": 4, "large": 401}]
+    )

@@ -33,6 +33,8 @@ def _sparkcep() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "sparkcep.cli"]
 
 
+# Long (about 50 s, a CLI run with its own JVM): URIs and file systems are tested without Spark in test_storage.py.
+@pytest.mark.slow
 def test_a_run_given_file_uris_and_a_relative_checkpoint_writes_where_they_point(tmp_path: Path) -> None:
     """``--input``/``--output`` as ``file://`` URIs (an earlier version created a directory named ``file:`` and
     its output was never seen at the URI) and ``--checkpoint`` relative to a working directory elsewhere."""

@@ -439,9 +439,15 @@ def _check_shape(stages: tuple[StageSpec, ...], within: int | None, bounded: boo
         if stage.negated and previous is not None and previous.negated:
             raise PatternError(where, "contiguity", "no negation right after another negation", stage.negated)
         if stage.negated and previous is not None and previous.is_group:
-            raise PatternError(where, "contiguity", "no negation right after a group", stage.negated)
+            raise PatternError(
+                where, "contiguity", "no negation right after a group (put it before the group's last member, "
+                "or add a plain stage between)", stage.negated,
+            )  # fmt: skip
         if stage.is_group and previous is not None and previous.negated == "not_followed_by":
-            raise PatternError(where, "contiguity", "no group right after not_followed_by", stage.name)
+            raise PatternError(
+                where, "contiguity", "no group right after not_followed_by (add a plain stage between, or move "
+                "the negation into the group after its first member)", stage.name,
+            )  # fmt: skip
         if stage.optional and previous is not None and previous.greedy:
             raise PatternError(where, "optional", "no optional stage right after a greedy one", True)
         if stage.looping and within is None and stage.until is None and not bounded:
