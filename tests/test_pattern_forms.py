@@ -91,6 +91,16 @@ def test_groups_nest_only_so_deep() -> None:
         parse_pattern({"stages": [deepest]})
 
 
+def test_nested_repeated_groups_cannot_build_an_automaton_of_any_size() -> None:
+    nested: dict[str, Any] = {"name": "leaf", "where": "x = 1"}
+    for depth in range(5):  # 10,000 rounds of 10,000 rounds of ...: refused before anything is built
+        nested = {"name": f"g{depth}", "times": 10_000, "group": [nested]}
+    with pytest.raises(PatternError, match="at most 100,000 automaton states"):
+        parse_pattern({"stages": [nested]})
+    members = [{"name": "m0"}, *({"name": f"m{i}", "contiguity": "next"} for i in range(1, 4))]
+    assert len(compile_matcher({"stages": [{"name": "g", "times": 6_000, "group": members}]}).automaton.states) > 24_000
+
+
 def test_accepted_forms_that_used_to_be_refused() -> None:
     """Each of these was refused before; Flink accepts them."""
     parse_pattern({"stages": [{**A, "one_or_more": True, "optional": True}], "within": "1m"})
