@@ -208,7 +208,8 @@ def _stage_of(node: Node, function: str, stages: frozenset[str], depth: int) -> 
     raise ExpressionError(f"{function}() takes a stage as {shape} (stages: {', '.join(sorted(stages))})")
 
 
-def _is_stage_aggregate(call: expr_ast.Call, stages: frozenset[str]) -> bool:
+def is_stage_aggregate(call: expr_ast.Call, stages: frozenset[str]) -> bool:
+    """Whether ``call`` is a stage function (``first(A)``, ``sum(A.x)``, ...) rather than a scalar one."""
     if call.name in ("min", "max"):
         only = call.args[0] if len(call.args) == 1 else None
         return isinstance(only, expr_ast.Field) and len(only.path) == 2 and only.path[0] in stages
@@ -232,7 +233,7 @@ def stage_references(node: Node, stages: frozenset[str]) -> set[str]:
             if len(item.args) > 1 or (item.name == "nth" and not item.args):
                 raise ExpressionError(f"{item.name}() takes one offset, e.g. {item.name}(1)", item.pos)
             _offset(item.args[0] if item.args else None, item.name)
-        elif isinstance(item, expr_ast.Call) and _is_stage_aggregate(item, stages):
+        elif isinstance(item, expr_ast.Call) and is_stage_aggregate(item, stages):
             most = 2 if item.name in _EVENT_FUNCTIONS else 1
             if not 1 <= len(item.args) <= most:
                 shape = "a stage and an optional offset" if most == 2 else "one stage argument"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sparkcep.cep.compiler import FINAL, PENDING, STOP, Automaton
+from sparkcep.cep.conditions import is_stage_aggregate
 from sparkcep.cep.spec import PatternSpec, StageSpec
 from sparkcep.expr import ast as expr_ast
 from sparkcep.timeutil import format_duration
@@ -54,13 +55,11 @@ def null_aggregate_notes(spec: PatternSpec) -> list[str]:
     """A note per stage aggregate in a condition: over no events it is null (SQL), so a comparison with it is not
     true, where a Flink condition written in Java usually starts a sum at 0."""
     leaves = spec.leaves()
-
-    def may_be_empty(stage: StageSpec) -> set[str]:
-        """Stages with no events when ``stage``'s condition runs: itself (its first event) and optional ones."""
-        return {stage.name} | {leaf.name for leaf in leaves if leaf.optional}
-
+    names = frozenset(leaf.name for leaf in leaves)
+    optional = {leaf.name for leaf in leaves if leaf.optional}
     notes: list[str] = []
     for stage in leaves:
+        may_be_empty = optional | {stage.name}  # its own stage has no events when its first event is tested
         for expression in (stage.where, stage.until):
             if expression is None:
                 continue
@@ -70,13 +69,11 @@ def null_aggregate_notes(spec: PatternSpec) -> list[str]:
                 for arg in node.args
             }  # fmt: skip
             for node in nodes:
-                if not isinstance(node, expr_ast.Call) or id(node) in guarded or len(node.args) != 1:
+                if not isinstance(node, expr_ast.Call) or id(node) in guarded or node.name not in _EMPTY_IS_NULL:
                     continue
-                if node.name.lower() not in _EMPTY_IS_NULL:
-                    continue
-                arg = node.args[0]
-                if isinstance(arg, expr_ast.Field) and len(arg.path) == 2 and arg.path[0] in may_be_empty(stage):
-                    call = f"{node.name.lower()}({'.'.join(arg.path)})"
+                arg = node.args[0] if is_stage_aggregate(node, names) else None  # names are lower case when parsed
+                if isinstance(arg, expr_ast.Field) and arg.path[0] in may_be_empty:
+                    call = f"{node.name}({'.'.join(arg.path)})"
                     note = (
                         f"note: in stage {stage.name!r}, {call} is null while {arg.path[0]!r} has no events, so a "
                         f"comparison with it is not true; write coalesce({call}, 0) to start at 0 as Flink's Java "
