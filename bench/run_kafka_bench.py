@@ -22,6 +22,7 @@ import json
 import shutil
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ DAY_MS = 86_400_000
 RULES = ROOT / "examples" / "orders.rules.json"
 
 
-def produce(bootstrap: str, topic: str, lines: list[str], partitions: int) -> float:
+def produce(bootstrap: str, topic: str, lines: Iterable[str], partitions: int) -> float:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -91,15 +92,22 @@ def event_ids_in(bootstrap: str, topic: str) -> list[str]:
     return ids
 
 
+def pipeline(bootstrap: str, source_extra: str, topic_prefix: str | None = None) -> str:
+    """A bounded job from the ``orders`` topic, complex events to files (``out`` beside the config) and, with a
+    topic prefix, to Kafka topics."""
+    sink = f'  kafka: {{bootstrap_servers: "{bootstrap}", topic_prefix: "{topic_prefix}"}}\n' if topic_prefix else ""
+    return (
+        f'source: {{type: kafka, bootstrap_servers: "{bootstrap}", topics: [orders]{source_extra}}}\n'
+        f'rules: {{file: "{RULES}"}}\nsinks:\n  files: out\n{sink}checkpoint: ck\ntrigger: until_caught_up\n'
+    )
+
+
 def run_job(name: str, base: Path, bootstrap: str, source_extra: str, kafka_sink: bool) -> dict[str, Any]:
     work = base / name
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    sink = f'  kafka: {{bootstrap_servers: "{bootstrap}", topic_prefix: "{name}."}}\n' if kafka_sink else ""
     (work / "pipeline.yaml").write_text(
-        f'source: {{type: kafka, bootstrap_servers: "{bootstrap}", topics: [orders]{source_extra}}}\n'
-        f'rules: {{file: "{RULES}"}}\nsinks:\n  files: out\n{sink}checkpoint: ck\ntrigger: until_caught_up\n',
-        encoding="utf-8",
+        pipeline(bootstrap, source_extra, f"{name}." if kafka_sink else None), encoding="utf-8"
     )
     measured = measure([sys.executable, "-m", "sparkcep.cli", "run", "--config", str(work / "pipeline.yaml")])
     if measured.returncode != 0:

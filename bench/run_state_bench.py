@@ -32,10 +32,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from codes import Code, baseline_worktree, environment
 from treerss import measure
 
 from sparkcep.simulate import generate_orders
@@ -45,15 +45,6 @@ RULES = ROOT / "examples" / "orders.rules.json"
 T0 = 1_704_067_200_000  # 2024-01-01T00:00:00Z
 BACKFILL_SPAN_MS = 6 * 3_600_000  # backfilled orders are created over 6 hours: none reaches its 7-day deadline
 BACKFILL_FILE_ORDERS = 200_000
-
-
-@dataclass(frozen=True)
-class Code:
-    """Which code runs: a name, the PYTHONPATH that selects its sources, and extra ``run`` options."""
-
-    name: str
-    pythonpath: str
-    options: tuple[str, ...] = ()
 
 
 def order_line(number: str, time: int, event_id: str) -> str:
@@ -101,19 +92,44 @@ def run_command(code: Code, args: list[str]) -> list[str]:
     return [sys.executable, "-m", "sparkcep.cli", "run", "--rules", str(RULES), *args, *code.options]
 
 
-def environment(code: Code) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = code.pythonpath
-    return env
-
-
 def metrics(checkpoint: Path) -> list[dict[str, Any]]:
     return [json.loads(p.read_text()) for p in sorted((checkpoint / "sparkcep" / "metrics").glob("batch-*.json"))]
 
 
 def batch_files(checkpoint: Path) -> dict[str, int]:
-    """Which micro-batch read each input file. The file source logs its files under its own log index; the
-    query's offset log says which log index each micro-batch reached."""
+    """Which micro-batch read each input file (to its end). sparkcep's own file reader keeps every file's read
+    position in the query's offset log; Spark's file source (checkpoints from before issue 15) logs its files
+    under a log index of its own."""
+    reached = offset_logs(checkpoint)
+    if any("files" in offsets for offsets in reached.values()):
+        return files_read_to_end(reached)
+    return spark_source_files(checkpoint, {batch: int(offsets["logOffset"]) for batch, offsets in reached.items()})
+
+
+def offset_logs(checkpoint: Path) -> dict[int, dict[str, Any]]:
+    """Each micro-batch's end offsets of its (only) source."""
+    reached: dict[int, dict[str, Any]] = {}
+    for offsets in (checkpoint / "query" / "offsets").iterdir():
+        if offsets.name.isdigit():
+            source = offsets.read_text().splitlines()[2]  # "v1", the batch's metadata, then one line per source
+            if source != "-":
+                reached[int(offsets.name)] = json.loads(source)
+    return reached
+
+
+def files_read_to_end(reached: dict[int, dict[str, Any]]) -> dict[str, int]:
+    """sparkcep's reader: offsets are ``{"files": {name: [position, size]}}``; a file is read by the first batch
+    whose position reached its size."""
+    found: dict[str, int] = {}
+    for batch in sorted(reached):
+        for name, (position, size) in reached[batch].get("files", {}).items():
+            if position >= size and name not in found:
+                found[name] = batch
+    return found
+
+
+def spark_source_files(checkpoint: Path, reached: dict[int, int]) -> dict[str, int]:
+    """Spark's file source: its log lists files per log index; the offset log says which index a batch reached."""
     by_index: dict[int, list[str]] = {}
     for log in (checkpoint / "query" / "sources" / "0").iterdir():
         if not log.name.removesuffix(".compact").isdigit():  # a compacted log repeats every earlier entry
@@ -121,12 +137,6 @@ def batch_files(checkpoint: Path) -> dict[str, int]:
         for line in log.read_text().splitlines()[1:]:
             entry = json.loads(line)
             by_index.setdefault(int(entry["batchId"]), []).append(Path(entry["path"]).name)
-    reached: dict[int, int] = {}
-    for offsets in (checkpoint / "query" / "offsets").iterdir():
-        if offsets.name.isdigit():
-            source = offsets.read_text().splitlines()[2]  # "v1", the batch's metadata, then one line per source
-            if source != "-":
-                reached[int(offsets.name)] = int(json.loads(source)["logOffset"])
     found: dict[str, int] = {}
     previous = -1
     for batch in sorted(reached):
@@ -142,7 +152,16 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-def live_at_scale(code: Code, open_orders: int, live_files: int, interval: float, workdir: Path) -> dict[str, Any]:
+class Streaming(Protocol):
+    """A running ``sparkcep run`` (a ``subprocess.Popen`` or bench/treerss.py's ``TreeWatch``)."""
+
+    def poll(self) -> int | None: ...
+
+    def send_signal(self, signum: int) -> None: ...
+
+
+def prepare_live(code: Code, open_orders: int, workdir: Path) -> Path:
+    """A fresh run directory whose input holds the backfill: ``open_orders`` orders created over 6 hours."""
     base = workdir / f"live-{code.name}-{open_orders}"
     shutil.rmtree(base, ignore_errors=True)
     inputs = base / "in"
@@ -152,29 +171,53 @@ def live_at_scale(code: Code, open_orders: int, live_files: int, interval: float
         span = BACKFILL_SPAN_MS * count // open_orders
         lines = backfill_lines(first, count, T0 + BACKFILL_SPAN_MS * first // open_orders, span)
         place(Path(f"a-backfill-{first:09d}.jsonl"), lines, inputs)
+    return base
+
+
+def live_command(code: Code, base: Path) -> list[str]:
+    return run_command(code, ["--input", str(base / "in"), "--output", str(base / "out"), "--checkpoint",
+                              str(base / "ck"), "--trigger-interval", "1s"])  # fmt: skip
+
+
+def feed_live(
+    process: Streaming, base: Path, open_orders: int, live_files: int, interval: float, backfill_limit_s: float = 1e9
+) -> float:
+    """Wait for the backfill to be read, then place a live file every ``interval`` seconds and wait until the
+    job has read them all (or a minute, or four times the feeding time, has passed). Returns the backfill's
+    seconds; raises SystemExit when the job ends on its own or the backfill takes longer than its limit."""
     checkpoint = base / "ck"
-    cmd = run_command(code, ["--input", str(inputs), "--output", str(base / "out"), "--checkpoint", str(checkpoint),
-                             "--trigger-interval", "1s"])  # fmt: skip
-    log = (base / "run.log").open("w")
-    process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=environment(code))
+    inputs = base / "in"
     started = time.time()
+    while sum(m["rows"] for m in metrics(checkpoint)) < open_orders:
+        if process.poll() is not None:
+            raise SystemExit(f"{base.name}: sparkcep run ended during the backfill, see {base / 'run.log'}")
+        if time.time() - started > backfill_limit_s:
+            raise SystemExit(f"{base.name}: the backfill was not read in {backfill_limit_s:.0f} s")
+        time.sleep(0.5)
+    backfill_s = time.time() - started
+    rng = random.Random(7)
+    arrivals: set[str] = set()
+    start = T0 + BACKFILL_SPAN_MS
+    for index in range(live_files):
+        name = f"b-live-{index:03d}.jsonl"
+        place(Path(name), live_lines(index, start + index * 2_000, open_orders, rng), inputs)
+        arrivals.add(name)
+        time.sleep(interval)
+    deadline = time.time() + max(60.0, 4 * interval * live_files)
+    while time.time() < deadline and len(set(batch_files(checkpoint)) & arrivals) < live_files:
+        if process.poll() is not None:
+            raise SystemExit(f"{base.name}: sparkcep run ended while live files arrived, see {base / 'run.log'}")
+        time.sleep(0.5)
+    time.sleep(3)  # the last file's batch: give its metrics a moment to land
+    return backfill_s
+
+
+def live_at_scale(code: Code, open_orders: int, live_files: int, interval: float, workdir: Path) -> dict[str, Any]:
+    base = prepare_live(code, open_orders, workdir)
+    log = (base / "run.log").open("w")
+    process = subprocess.Popen(live_command(code, base), stdout=log, stderr=subprocess.STDOUT, env=environment(code))
     try:
-        while sum(m["rows"] for m in metrics(checkpoint)) < open_orders:
-            if process.poll() is not None:
-                raise SystemExit(f"{code.name}: sparkcep run ended during the backfill, see {base / 'run.log'}")
-            time.sleep(0.5)
-        backfill_s = time.time() - started
-        rng = random.Random(7)
-        arrivals: dict[str, float] = {}
-        start = T0 + BACKFILL_SPAN_MS
-        for index in range(live_files):
-            name = f"b-live-{index:03d}.jsonl"
-            arrivals[name] = place(Path(name), live_lines(index, start + index * 2_000, open_orders, rng), inputs)
-            time.sleep(interval)
-        deadline = time.time() + max(60.0, 4 * interval * live_files)
-        while time.time() < deadline and len(set(batch_files(checkpoint)) & set(arrivals)) < live_files:
-            time.sleep(0.5)
-        time.sleep(3)  # the last file's batch: give its metrics a moment to land
+        backfill_s = feed_live(process, base, open_orders, live_files, interval)
     finally:
         process.send_signal(signal.SIGINT)
         try:
@@ -184,6 +227,19 @@ def live_at_scale(code: Code, open_orders: int, live_files: int, interval: float
             process.wait()
         log.close()
     return summarize_live(code, open_orders, base, backfill_s, live_files)
+
+
+def live_latencies(base: Path) -> list[tuple[str, float | None]]:
+    """Per live file in arrival order: seconds from its arrival (its modification time) to the end of the
+    micro-batch that read it; None when no batch with metrics read it."""
+    checkpoint = base / "ck"
+    arrivals = sorted((path.stat().st_mtime, path.name) for path in (base / "in").glob("b-live-*.jsonl"))
+    by_file = batch_files(checkpoint)
+    batches = {m["batch_id"]: m for m in metrics(checkpoint)}
+    return [
+        (name, batches[by_file[name]]["written_at"] - arrived if by_file.get(name) in batches else None)
+        for arrived, name in arrivals
+    ]
 
 
 def summarize_live(code: Code, open_orders: int, base: Path, backfill_s: float, live_files: int) -> dict[str, Any]:
@@ -287,10 +343,8 @@ def backfill_throughput(code: Code, events: int, workdir: Path) -> dict[str, Any
 
 
 def baseline_code(revision: str, workdir: Path) -> Code:
-    tree = workdir / f"baseline-{revision}"
-    if not tree.exists():
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", str(tree), revision], check=True)
-    return Code(f"baseline-{revision}", str(tree / "src"))
+    tree = baseline_worktree(revision, workdir)
+    return Code(tree.name, str(tree / "src"))
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:

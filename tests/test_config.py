@@ -66,17 +66,21 @@ def test_a_files_pipeline(tmp_path: Path) -> None:
     assert config.rules.file == tmp_path / "r.json" and pipeline_writers(config) == () and config.trigger == "1s"
 
 
-def test_files_are_read_aligned_in_a_bounded_run_unless_the_pipeline_says_otherwise(tmp_path: Path) -> None:
+def test_files_are_read_aligned_and_capped_unless_the_pipeline_says_otherwise(tmp_path: Path) -> None:
     base = "rules: {file: r.json}\nsinks: {files: out}\ncheckpoint: ck\nsource: {type: files, path: in"
-    plain = load_config(write(tmp_path, base + "}\n"))
-    assert pipeline_source(plain) == FileSource(str(tmp_path / "in"))  # streaming: whole files, oldest first
-    bounded = pipeline_source(plain, bounded=True)
-    assert isinstance(bounded, FileSource) and bounded.aligned and bounded.step_ms == 600_000
+    plain = pipeline_source(load_config(write(tmp_path, base + "}\n")))
+    assert plain == FileSource(str(tmp_path / "in"))  # bounded or streaming alike
+    assert isinstance(plain, FileSource) and plain.aligned and plain.step_ms == 600_000
+    assert plain.max_batch_records == 400_000 and plain.max_batch_bytes is None and plain.max_files_per_trigger is None
     told = load_config(write(tmp_path, base + ", backfill: {aligned: true, step: 1h, target_records: 5000}}\n"))
     wanted = FileSource(str(tmp_path / "in"), aligned=True, step_ms=3_600_000, target_records=5000)
     assert pipeline_source(told) == wanted
-    off = load_config(write(tmp_path, base + ", backfill: {aligned: false}}\n"))
-    assert pipeline_source(off, bounded=True) == FileSource(str(tmp_path / "in"))
+    off = load_config(write(tmp_path, base + ", backfill: {aligned: false}, max_batch_bytes: 64MB, "
+                                             "max_batch_records: null, max_files_per_trigger: 2}\n"))  # fmt: skip
+    wanted = FileSource(str(tmp_path / "in"), 2, aligned=False, max_batch_records=None, max_batch_bytes=64_000_000)
+    assert pipeline_source(off) == wanted
+    with pytest.raises(ConfigError, match=r"field 'source.max_batch_bytes': .*expected a size such as"):
+        load_config(write(tmp_path, base + ", max_batch_bytes: lots}\n"))
     with pytest.raises(ConfigError, match=r"field 'source.backfill.target_records': .*greater than or equal to 1"):
         load_config(write(tmp_path, base + ", backfill: {target_records: 0}}\n"))
 

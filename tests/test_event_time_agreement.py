@@ -1,8 +1,9 @@
-"""One reading of event time: Spark's routing (the watermark) and the engine (the events) agree on every value.
+"""One reading of event time: routing (the watermark) and the engine (the events) agree on every value.
 
 A time one side reads and the other does not moves the watermark for an event the engine refuses, or keeps
 an accepted event from moving it. Both sides are fed one adversarial corpus, generated and hand-picked, and
-must give the same epoch milliseconds or the same "no time" for every line.
+must give the same epoch milliseconds or the same "no time" for every line: routing as a run does it (in the
+file reader's Spark tasks) and as the pure core does it.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import random
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import orjson
@@ -17,10 +19,29 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sparkcep.core.program import Program
+from sparkcep.core.routing import Router, RoutingSpec
+from sparkcep.rules.model import parse_rules
 from sparkcep.timeutil import MAX_EVENT_TIME_MS, format_iso, parse_event_time, read_event_time
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
+
+# Every line with a readable time is an event of this rule (any type, key "t"): routed, so the engine decodes it.
+RULES = {
+    "input": {"time_field": "t"},
+    "rules": [
+        {
+            "id": "offline",
+            "type": "inactivity",
+            "key": "t",
+            "event_types": ["*"],
+            "timeout": "1m",
+            "offline_event": "OFF",
+            "online_event": "ON",
+        }
+    ],
+}
 
 HAND_PICKED: list[object] = [
     "2024-01-01T00:00:00.000Z", "2024-01-01T00:00:00.250Z", "2024-01-01", "2024-01-01T06:00",
@@ -72,27 +93,52 @@ def _python_reading(line: str) -> int | None:
     return read_event_time(orjson.loads(line).get("t"))
 
 
-def test_spark_and_the_engine_read_every_time_alike(spark: SparkSession) -> None:
-    from pyspark.sql import functions as F
+def _lines_of_one_line_each(spark: SparkSession, directory: Path, routing: RoutingSpec) -> list[tuple[str, int | None]]:
+    """Every packed row sparkcep's file reader gives Spark for ``directory``, one line a row: (line, its time)."""
+    from sparkcep.io.file_reader import SOURCE_NAME, FilesDataSource
 
-    from sparkcep.spark.query import event_time_ms_column, in_event_time_range
+    spark.dataSource.register(FilesDataSource)
+    options = {"path": str(directory), "routing": routing.to_json(), "packlines": "1", "maxfilespertrigger": "1"}
+    stream = spark.readStream.format(SOURCE_NAME).options(**options).load()
+    rows: list[tuple[str, int | None]] = []
 
+    def collect(frame: DataFrame, _batch: int) -> None:
+        for row in frame.collect():
+            assert len(row["lines"]) == 1
+            rows.append((row["lines"][0], row["ts_ms"]))
+
+    stream.writeStream.foreachBatch(collect).trigger(availableNow=True).start().awaitTermination()
+    return rows
+
+
+def test_routing_at_the_source_and_the_engine_read_every_time_alike(spark: SparkSession, tmp_path: Path) -> None:
+    """Through the path a run takes: the lines of a file read and routed by sparkcep's reader in a Spark task, the
+    time each packed row gives the watermark against the engine's reading of the same line."""
     lines = _lines(HAND_PICKED + _generated(7, 3000))
-    frame = spark.createDataFrame([(i, line) for i, line in enumerate(lines)], "i int, value string")
-    read = (
-        frame.select("i", F.json_tuple("value", "t").alias("raw"))
-        .select("i", event_time_ms_column(F.col("raw")).alias("read"))
-        .select("i", in_event_time_range(F.col("read")).alias("ms"))
-    )
-    spark_reading = {row["i"]: row["ms"] for row in read.collect()}
-    disagreements = [
-        (line, spark_reading[i], _python_reading(line))
-        for i, line in enumerate(lines)
-        if spark_reading[i] != _python_reading(line)
-    ]
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "corpus.jsonl").write_text("\n".join(lines) + "\n")
+    routing = Program(parse_rules(RULES)).routing(buckets=4)
+    read = _lines_of_one_line_each(spark, tmp_path / "in", routing)
+    assert sorted(line for line, _ in read) == sorted(lines)  # every line once: one keyset, no blank line
+    disagreements = [(line, ms, _python_reading(line)) for line, ms in read if ms != _python_reading(line)]
     assert disagreements == []
-    accepted = sum(1 for ms in spark_reading.values() if ms is not None)
+    accepted = sum(1 for _, ms in read if ms is not None)
     assert 1000 < accepted < len(lines) - 1000  # the corpus really tests both answers
+
+
+def test_routing_and_the_engine_read_every_time_alike() -> None:
+    """The same corpus without Spark: the router's time is the engine's (a line the engine decodes as an event
+    has the time routing gave the watermark)."""
+    program = Program(parse_rules(RULES))
+    router = Router(program.routing(buckets=4))
+    for line in _lines(HAND_PICKED + _generated(11, 3000)):
+        read = router.read(line, None)
+        assert read is not None
+        _text, ms, routes = read
+        assert ms == _python_reading(line), line
+        for keyset, _key in routes:
+            event = program.decode(line, keyset).event
+            assert event is None or event[0] == ms, line
 
 
 @settings(max_examples=300, derandomize=True)

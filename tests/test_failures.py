@@ -725,6 +725,7 @@ def test_run_on_a_full_disk_then_again_after_freeing_space(
 def test_the_jvm_ends_on_out_of_memory_instead_of_hanging_and_keeps_the_users_java_options() -> None:
     from sparkcep.spark.session import SparkSettings, base_conf
 
-    assert base_conf(SparkSettings())["spark.driver.extraJavaOptions"] == "-XX:+ExitOnOutOfMemoryError"
-    mine = SparkSettings(extra_conf={"spark.driver.extraJavaOptions": "-Dx=1"})
-    assert base_conf(mine)["spark.driver.extraJavaOptions"] == "-XX:+ExitOnOutOfMemoryError -Dx=1"
+    ours = "-XX:+ExitOnOutOfMemoryError -XX:TieredStopAtLevel=1"  # and C1 only (sparkcep.spark.session)
+    assert base_conf(SparkSettings())["spark.driver.extraJavaOptions"] == ours
+    mine = SparkSettings(extra_conf={"spark.driver.extraJavaOptions": "-Dx=1 -XX:TieredStopAtLevel=4"})
+    assert base_conf(mine)["spark.driver.extraJavaOptions"] == f"{ours} -Dx=1 -XX:TieredStopAtLevel=4"  # last wins

@@ -7,6 +7,7 @@ files overlap in event time, as long as each file is ordered within the watermar
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from itertools import pairwise
@@ -73,6 +74,62 @@ def test_whole_files_take_at_most_max_files_and_remember_each_file_once() -> Non
     assert whole_files(waiting(first, grown), 2) == {"d": 5}
     assert file_plan.ranges(start, first) == [("a", 0, 20), ("b", 0, 10)]
     assert FileOffsets.from_json(first.to_json()) == first
+
+
+def _cut_from(contents: dict[str, bytes]) -> file_plan.Cut:
+    def cut(name: str, first: int, stop: int, lines: int | None, size: int | None) -> tuple[int, int]:
+        return file_plan.cut_lines(io.BytesIO(contents[name]), first, stop, lines, size)
+
+    return cut
+
+
+@pytest.mark.parametrize(
+    ("data", "lines", "size", "expected"),
+    [
+        (b"a\nbb\nccc\n", 2, None, (5, 2)),
+        (b"a\nbb\nccc\n", None, 3, (5, 2)),  # the line that crosses the byte bound is read whole
+        (b"a\nbb\nccc\n", None, 2, (2, 1)),
+        (b"a\nbb\nccc\n", 0, None, (2, 1)),  # at least one line
+        (b"a\nbb\nccc", 10, None, (8, 3)),  # the last line without a break counts
+        (b"a\r\nb\r\n", 1, None, (3, 1)),  # never between \r and \n
+        (b"one long line without a break", None, 4, (29, 1)),
+    ],
+)
+def test_a_cap_cuts_a_file_after_whole_lines(
+    data: bytes, lines: int | None, size: int | None, expected: tuple[int, int]
+) -> None:
+    assert file_plan.cut_lines(io.BytesIO(data), 0, len(data), lines, size) == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.integers(1, 6),
+    st.integers(1, 40),
+    st.integers(1, 400),
+    st.one_of(st.none(), st.integers(1, 50)),
+)
+def test_a_backlog_drains_in_batches_of_the_cap_and_every_line_is_read_once_in_order(
+    files: int, lines_per_file: int, cap_bytes: int, cap_lines: int | None
+) -> None:
+    """N files of equal size S under a cap of C bytes on lines of 10 bytes take ceil(N x S / C') batches, where C'
+    is C rounded up to whole lines (or the line cap, whichever is smaller)."""
+    contents = {f"f{n}": b"".join(b"%03d-%05d\n" % (n, i) for i in range(lines_per_file)) for n in range(files)}
+    listed = [Listed(name, index, len(data)) for index, (name, data) in enumerate(contents.items())]
+    offsets = FileOffsets.empty()
+    batches = 0
+    read: list[bytes] = []
+    while waiting(offsets, listed):
+        pending = waiting(offsets, listed)
+        ends = file_plan.capped_ends(pending, offsets, None, cap_lines, cap_bytes, _cut_from(contents))
+        for name, first, stop in file_plan.ranges(offsets, offsets.advanced(ends, {f.name: f.size for f in pending})):
+            read.extend(contents[name][first:stop].splitlines())
+        offsets = offsets.advanced(ends, {f.name: f.size for f in pending})
+        batches += 1
+    assert read == [line for data in contents.values() for line in data.splitlines()]
+    per_batch = -(-cap_bytes // 10)  # whole lines of 10 bytes
+    if cap_lines is not None:
+        per_batch = min(per_batch, cap_lines)
+    assert batches == -(-files * lines_per_file // per_batch)
 
 
 def test_offsets_that_are_not_the_readers_say_what_was_expected() -> None:
@@ -372,8 +429,14 @@ def test_reader_options_name_what_was_expected(tmp_path: Path) -> None:
         FileSource(tmp_path, 0)
     assert FileSource(tmp_path, aligned=True, step_ms=60_000).reader_options("t") == {
         "path": str(tmp_path), "timefield": "t", "alignstepms": "60000", "aligntargetrecords": "200000",
+        "maxbatchrecords": "400000", "maxaheadms": "86400000",
+    }  # fmt: skip
+    assert FileSource(tmp_path, 2, aligned=False, max_batch_records=None, max_batch_bytes=10).reader_options("t") == {
+        "path": str(tmp_path), "timefield": "t", "maxfilespertrigger": "2", "maxbatchbytes": "10",
         "maxaheadms": "86400000",
     }  # fmt: skip
+    with pytest.raises(ValueError, match=r"option 'max_batch_bytes': expected a positive integer, got 0"):
+        FileSource(tmp_path, max_batch_bytes=0)
 
 
 def test_an_index_is_built_once_per_file_and_size(tmp_path: Path) -> None:
@@ -394,12 +457,13 @@ def test_an_index_is_built_once_per_file_and_size(tmp_path: Path) -> None:
     [
         (["run", "--until-caught-up"], True, 600_000),
         (["run", "--until-caught-up", "--no-aligned-backfill"], False, 600_000),
-        (["run", "--stop-after", "1"], False, 600_000),
-        (["run", "--stop-after", "1", "--aligned-backfill", "--backfill-step", "1h"], True, 3_600_000),
+        (["run", "--stop-after", "1"], True, 600_000),  # streaming too: a backlog is read aligned
+        (["run", "--stop-after", "1", "--no-aligned-backfill"], False, 600_000),
+        (["run", "--stop-after", "1", "--backfill-step", "1h"], True, 3_600_000),
         (["backtest"], True, 600_000),
     ],
 )
-def test_a_bounded_run_and_a_backtest_read_files_aligned_by_default(
+def test_runs_and_backtests_read_files_aligned_by_default(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], aligned: bool, step_ms: int
 ) -> None:
     from click.testing import CliRunner
@@ -428,3 +492,14 @@ def test_a_bounded_run_and_a_backtest_read_files_aligned_by_default(
     source = jobs[0].config.source
     assert isinstance(source, FileSource)
     assert (source.aligned, source.step_ms, source.path) == (aligned, step_ms, str(tmp_path / "in"))
+    assert (source.max_batch_records, source.max_batch_bytes, source.max_files_per_trigger) == (400_000, None, None)
+    if args[0] != "run":
+        return
+    capped = ["--max-batch-records", "1000", "--max-batch-bytes", "64MiB", "--max-files-per-trigger", "3"]
+    assert CliRunner().invoke(main, [*args, *where, *capped]).exit_code == 0
+    source = jobs[-1].config.source
+    assert isinstance(source, FileSource)
+    assert (source.max_batch_records, source.max_batch_bytes, source.max_files_per_trigger) == (1000, 64 << 20, 3)
+    refused = CliRunner().invoke(main, [*args, *where, "--max-batch-bytes", "lots"])
+    assert refused.exit_code == 2
+    assert "--max-batch-bytes: expected a size such as 512, 64MB or 1GiB, got 'lots'" in refused.output

@@ -15,7 +15,7 @@ import pytest
 from test_spark import wait_for
 
 from sparkcep import oracle
-from sparkcep.outputs import canonical, read_all_outputs, read_jsonl_dir, without_origins
+from sparkcep.outputs import canonical, read_all_outputs, read_jsonl_dir, read_metrics, without_origins
 from sparkcep.rules.model import load_rules
 from sparkcep.simulate import generate_devices, generate_orders
 from sparkcep.spark.runner import Pipeline, RunConfig
@@ -250,6 +250,52 @@ def test_a_skewed_backfill_aligned_in_event_time_equals_the_live_output(
     assert unaligned_late > 0 and unaligned_out != expected  # what alignment prevents
 
 
+def test_a_streaming_run_over_a_skewed_backlog_reads_it_aligned_by_default_within_its_cap(
+    spark: SparkSession, kafka: str, tmp_path: Path
+) -> None:
+    """A live job started on a backlog whose partitions are skewed in event time, with the source a pipeline file
+    gets by default (aligned by record timestamps) and a small cap: batches of about the cap, no late event, and
+    the output of the whole history once flushed."""
+    from test_spark import wait_for
+
+    from sparkcep.config import KafkaSourceConfig
+    from sparkcep.io.kafka.source import KafkaSource
+    from sparkcep.spark.jobs import kafka_reader_options
+
+    sim = generate_devices(tmp_path / "gen", 2_000, seed=7, files=1)
+    lines = lines_of(tmp_path / "gen")
+    assert sim.events > 0
+    rules = load_rules(ROOT / "examples" / "devices.rules.json")
+    times = sorted(parse_event_time(json.loads(line)["occurred_at"]) for line in lines)
+    middle = times[len(times) // 2]
+    records = []
+    for line in lines:  # partition 0: the second half of event time only; partition 1: all of it
+        event = json.loads(line)
+        late_half = parse_event_time(event["occurred_at"]) >= middle
+        records.append((0 if late_half and zlib.crc32(event["device_id"].encode()) % 2 else 1, line))
+    topic = "tracks-backlog"
+    create_topic(kafka, topic, 2)
+    produce(kafka, topic, records)
+    options = kafka_reader_options(
+        KafkaSourceConfig(type="kafka", bootstrap_servers=kafka, topics=[topic], max_records_per_batch=300,
+                          backfill={"step": "5m"}, commit_offsets=False)  # type: ignore[arg-type]
+    )  # fmt: skip
+    assert dict(options)["alignstepms"] == "300000" and dict(options)["maxrecordsperbatch"] == "300"
+    config = RunConfig(KafkaSource(options), tmp_path / "out", tmp_path / "ck", buckets=4,
+                       trigger_interval="100 milliseconds")  # fmt: skip
+    pipeline = Pipeline(spark, rules, config)
+    query = pipeline.start(available_now=False)
+    try:
+        wait_for(lambda: pipeline.summary(0).checkpoint.records >= len(lines))
+    finally:
+        query.stop()
+    summary = Pipeline(spark, rules, config).run_until_caught_up()
+    assert summary.late == 0
+    sizes = [m.records for m in read_metrics(tmp_path / "ck" / "sparkcep" / "metrics") if m.records > 0]
+    assert sum(sizes) == len(lines) and len(sizes) >= len(lines) // 300
+    assert without_origins(read_all_outputs(tmp_path / "out")) == canonical(oracle.evaluate(rules, lines).outputs)
+
+
 def test_the_official_connector_switch_says_what_is_missing(spark: SparkSession) -> None:
     from sparkcep.io.kafka.client import KafkaError
     from sparkcep.io.kafka.source import kafka_records
@@ -264,6 +310,7 @@ def test_the_official_connector_switch_says_what_is_missing(spark: SparkSession)
 def test_the_reader_plans_starting_offsets_caps_and_aligned_horizons(kafka: str) -> None:
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
+    from sparkcep.io.kafka.offsets import NOW_KEY, positions
     from sparkcep.io.kafka.reader import KafkaStreamReader, ReaderOptions
 
     t0 = parse_event_time("2024-01-01T00:00:00Z")
@@ -283,16 +330,20 @@ def test_the_reader_plans_starting_offsets_caps_and_aligned_horizons(kafka: str)
     assert reader(startingoffsets="latest").initialOffset() == {f"{topic}:0": 10, f"{topic}:1": 10}
     by_time = reader(startingoffsets=str(t0 + 3_600_000 + 4_500)).initialOffset()
     assert by_time == {f"{topic}:0": 10, f"{topic}:1": 5}  # partition 0 has nothing that late
-    assert reader().latestOffset(start, ReadMaxRows(7)) == {f"{topic}:0": 4, f"{topic}:1": 3}
-    assert reader().latestOffset(start, ReadAllAvailable()) == {f"{topic}:0": 10, f"{topic}:1": 10}
+    capped = reader().latestOffset(start, ReadMaxRows(7))
+    assert positions(capped) == {f"{topic}:0": 4, f"{topic}:1": 3}
+    assert isinstance(capped[NOW_KEY], int)  # the batch's clock, kept in the offset log for a re-run
+    assert positions(reader().latestOffset(start, ReadAllAvailable())) == {f"{topic}:0": 10, f"{topic}:1": 10}
     aligned = reader(alignstepms="3000", aligntargetrecords="1")  # a batch of 3 already passes the target
     first = aligned.latestOffset(start, ReadAllAvailable())
-    assert first == {f"{topic}:0": 3, f"{topic}:1": 0}  # partition 1 waits: it is an hour ahead
+    assert positions(first) == {f"{topic}:0": 3, f"{topic}:1": 0}  # partition 1 waits: it is an hour ahead
     # The step grows while batches stay below the target (3 records at 3 s, 6 at 6 s), or until all is read.
-    assert reader(alignstepms="3000", aligntargetrecords="5").latestOffset(start, ReadAllAvailable()) == {
+    assert positions(reader(alignstepms="3000", aligntargetrecords="5").latestOffset(start, ReadAllAvailable())) == {
         f"{topic}:0": 6, f"{topic}:1": 0,
     }  # fmt: skip
-    assert reader(alignstepms="3000").latestOffset(start, ReadAllAvailable()) == {f"{topic}:0": 10, f"{topic}:1": 10}
+    everything = reader(alignstepms="3000").latestOffset(start, ReadAllAvailable())
+    assert positions(everything) == {f"{topic}:0": 10, f"{topic}:1": 10}
+    assert reader().latestOffset(everything, ReadAllAvailable()) is everything  # nothing new: no batch
     ranges = aligned.partitions(start, first)
     assert [(r.partition, r.start, r.end) for r in ranges] == [(0, 0, 3)]
     rows = list(aligned.read(ranges[0]))

@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sparkcep.core.routing import CRC32, SPARK_MURMUR3, Routed, Router, RoutingSpec
 from sparkcep.io.files import FileSource
-from sparkcep.spark.packing import PACKED_SCHEMA, pack_batch, pack_batches, unpack
+from sparkcep.io.packed import PACKED_SCHEMA, pack, packed_batches, unpack
 from sparkcep.spark.placement import (
     balanced_bucket_keys,
     identity_bucket_keys,
@@ -108,25 +109,44 @@ def test_a_checkpoint_written_before_balanced_placement_keeps_bucket_numbers_as_
     assert json.loads(run.read_text())["bucket_keys"] == list(range(8))
 
 
+def test_a_key_keeps_the_bucket_its_checkpoint_gave_it(tmp_path: Path) -> None:
+    """A new checkpoint buckets keys by CRC-32 (routing in Python); one started while Spark routed lines keeps
+    Spark's hash of (keyset, key), which its state is keyed by, and records it."""
+    assert _pipeline(tmp_path / "new", partitions=2).bucket_function == CRC32
+    assert _pipeline(tmp_path / "new", partitions=2).bucket_function == CRC32
+    run = tmp_path / "old" / "sparkcep" / "run.json"
+    run.parent.mkdir(parents=True)
+    run.write_text(json.dumps({"buckets": 8, "keysets": [["order_number"]], "time_field": "occurred_at"}))
+    assert _pipeline(tmp_path / "old", partitions=2).bucket_function == SPARK_MURMUR3
+    assert json.loads(run.read_text())["bucket_function"] == SPARK_MURMUR3
+    assert _pipeline(tmp_path / "old", partitions=2).bucket_function == SPARK_MURMUR3
+
+
 # -- packing --------------------------------------------------------------------------------------
 
 
-def _routed(rows: list[tuple[int, int, str, int | None, str | None]]) -> pa.RecordBatch:
-    bucket, keyset, line, ts, origin = zip(*rows, strict=True) if rows else ((), (), (), (), ())
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array(bucket, pa.int32()),
-            pa.array(keyset, pa.int32()),
-            pa.array(line, pa.string()),
-            pa.array(ts, pa.int64()),
-            pa.array(origin, pa.string()),
-        ],
-        names=["bucket", "keyset", "line", "ts_ms", "origin"],
-    )
+SPEC = RoutingSpec(
+    time_field="t",
+    type_field=None,
+    keysets=(("k",),),
+    keyset_types=(None,),
+    buckets=8,
+    bucket_keys=tuple(range(100, 108)),
+)
+
+
+def _routed(rows: list[tuple[int, int, str, int | None, str | None]]) -> Routed:
+    """Routing's result for rows of (bucket number, keyset, line, time, origin), in that order per bucket."""
+    routed = Routed({}, {})
+    for bucket, keyset, line, ts, origin in rows:
+        routed.rows.setdefault(bucket, []).append((keyset, line, origin))
+        if ts is not None:
+            routed.max_time[bucket] = max(ts, routed.max_time.get(bucket, ts))
+    return routed
 
 
 def _unpacked(batch: pa.RecordBatch) -> dict[int, tuple[list[tuple[int, str]], dict[str, str], int | None]]:
-    """Per bucket, what the processor gets: its (keyset, line) pairs, origins and largest time."""
+    """Per grouping key, what the processor gets: its (keyset, line) pairs, origins and largest time."""
     frame = batch.to_pandas()
     out: dict[int, tuple[list[tuple[int, str]], dict[str, str], int | None]] = {}
     for bucket in frame["bucket"].unique().tolist():
@@ -138,7 +158,7 @@ def _unpacked(batch: pa.RecordBatch) -> dict[int, tuple[list[tuple[int, str]], d
 
 
 def test_packing_gives_one_row_per_bucket_with_its_lines_in_order_and_its_largest_time() -> None:
-    batch = _routed(
+    routed = _routed(
         [
             (3, 0, "a", 100, None),
             (1, 0, "b", None, None),  # no readable time (a dead letter to be): not in the largest time
@@ -148,64 +168,73 @@ def test_packing_gives_one_row_per_bucket_with_its_lines_in_order_and_its_larges
             (2, 0, "f", None, None),
         ]
     )
-    packed = pack_batch(batch)
+    packed = pack(routed, SPEC)
     assert packed.schema == PACKED_SCHEMA
-    assert packed.column("bucket").to_pylist() == [1, 2, 3]
+    assert packed.column("bucket").to_pylist() == [101, 102, 103]  # the buckets' Spark grouping keys
     assert packed.column("lines").to_pylist() == [["b", "d"], ["f"], ["a", "c", "e"]]
     assert packed.column("keysets").to_pylist() == [[0, -1], [0], [0, 1, 0]]
     assert packed.column("ts_ms").to_pylist() == [50, None, 120]
     assert packed.column("origins").to_pylist() == [None, None, None]  # files: no origin, one null per bucket
     unpacked = _unpacked(packed)
-    assert unpacked[3] == ([(0, "a"), (1, "c"), (0, "e")], {}, 120)
-    assert unpacked[2] == ([(0, "f")], {}, None)
+    assert unpacked[103] == ([(0, "a"), (1, "c"), (0, "e")], {}, 120)
+    assert unpacked[102] == ([(0, "f")], {}, None)
 
 
 def test_origins_travel_with_their_lines() -> None:
     origin = json.dumps({"topic": "t", "partition": 0, "offset": 7})
-    batch = _routed([(0, 0, "x", 5, origin), (0, 0, "y", 6, None), (1, 0, "z", 7, "o2")])
-    unpacked = _unpacked(pack_batch(batch))
-    assert unpacked[0] == ([(0, "x"), (0, "y")], {"x": origin}, 6)
-    assert unpacked[1] == ([(0, "z")], {"z": "o2"}, 7)
+    unpacked = _unpacked(pack(_routed([(0, 0, "x", 5, origin), (0, 0, "y", 6, None), (1, 0, "z", 7, "o2")]), SPEC))
+    assert unpacked[100] == ([(0, "x"), (0, "y")], {"x": origin}, 6)
+    assert unpacked[101] == ([(0, "z")], {"z": "o2"}, 7)
 
 
-def test_empty_batches_produce_nothing() -> None:
-    assert list(pack_batches(iter([_routed([])]))) == []
+def test_blank_lines_produce_no_batch() -> None:
+    assert list(packed_batches(Router(SPEC), [b"", b"  ", "\u00a0\t"], None, None)) == []
 
 
-rows_strategy = st.lists(
-    st.tuples(
-        st.integers(0, 7),
-        st.integers(-1, 2),
-        st.text(max_size=5),
-        st.one_of(st.none(), st.integers(0, 10**13)),
-        st.one_of(st.none(), st.sampled_from(["o1", "o2"])),
+lines_strategy = st.lists(
+    st.one_of(
+        st.builds(
+            lambda k, t: json.dumps({"k": k, "t": t}),
+            st.one_of(st.text(max_size=3), st.integers(-5, 5), st.none()),
+            st.one_of(st.integers(0, 10**13), st.text(max_size=3)),
+        ),
+        st.text(max_size=6),
     ),
     max_size=60,
 )
 
 
 @settings(max_examples=200, deadline=None)
-@given(rows_strategy, st.integers(1, 4))
-def test_packing_loses_nothing_and_invents_nothing_however_the_rows_are_batched(
-    rows: list[tuple[int, int, str, int | None, str | None]], pieces: int
+@given(lines_strategy, st.integers(1, 4))
+def test_routing_and_packing_lose_nothing_and_invent_nothing_however_the_lines_are_batched(
+    lines: list[str], pieces: int
 ) -> None:
-    size = math.ceil(len(rows) / pieces) or 1
-    batches = [_routed(rows[i : i + size]) for i in range(0, len(rows), size)]
+    """Every line reaches the processor once per route, in input order per bucket, wherever batches are cut; each
+    packed row's time is the largest its lines give the watermark."""
+    router = Router(SPEC)
+    size = math.ceil(len(lines) / pieces) or 1
     got: dict[int, list[tuple[int, str]]] = {}
-    largest: dict[int, int | None] = {}
-    for packed in pack_batches(iter(batches)):
-        for bucket, (pairs, _origins, top) in _unpacked(packed).items():
-            got.setdefault(bucket, []).extend(pairs)
-            if top is not None:
-                largest[bucket] = max(top, largest.get(bucket) or top)
+    largest: dict[int, int] = {}
+    for at in range(0, len(lines), size):
+        for packed in packed_batches(router, lines[at : at + size], None, None):
+            for bucket, (pairs, _origins, top) in _unpacked(packed).items():
+                got.setdefault(bucket, []).extend(pairs)
+                if top is not None:
+                    largest[bucket] = max(top, largest.get(bucket, top))
     expected: dict[int, list[tuple[int, str]]] = {}
-    times: dict[int, Any] = {}
-    for bucket, keyset, line, ts, _origin in rows:
-        expected.setdefault(bucket, []).append((keyset, line))
-        if ts is not None:
-            times[bucket] = max(ts, times.get(bucket, ts))
+    times: dict[int, int] = {}
+    for line in lines:
+        read = router.read(line, None)
+        if read is None:
+            continue
+        text, time, routes = read
+        for keyset, key in routes:
+            bucket = SPEC.grouping_key(router.bucket(keyset, key, text))
+            expected.setdefault(bucket, []).append((keyset, text))
+            if time is not None:
+                times[bucket] = max(time, times.get(bucket, time))
     assert got == expected
-    assert {b: t for b, t in largest.items() if t is not None} == times
+    assert largest == times
 
 
 # -- "now" for a rule version --------------------------------------------------------------------

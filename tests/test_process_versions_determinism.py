@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 
 from sparkcep import oracle
 from sparkcep.core.engine import Engine
-from sparkcep.core.local import LocalRunner, readable_time
+from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
+from sparkcep.core.routing import readable_time
 from sparkcep.outputs import canonical
 from sparkcep.rules.model import RuleSet, parse_rules
 

@@ -84,7 +84,8 @@ def place(directory: Path, files: list[Path]) -> None:
 
 def config(base: Path, checkpoint: str) -> RunConfig:
     # One file per micro-batch, as a live stream delivers them: the run that never stopped sees the same batches.
-    return RunConfig(FileSource(base / "in", max_files_per_trigger=1), base / "out", base / checkpoint, buckets=8)
+    source = FileSource(base / "in", max_files_per_trigger=1, aligned=False)
+    return RunConfig(source, base / "out", base / checkpoint, buckets=8)
 
 
 def output_lines(output: Path) -> Outputs:

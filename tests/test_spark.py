@@ -20,7 +20,7 @@ from sparkcep import oracle
 from sparkcep.core.engine import add_counts
 from sparkcep.core.program import Program
 from sparkcep.io.files import FileSource
-from sparkcep.outputs import canonical, read_all_outputs, read_jsonl_dir, read_metrics
+from sparkcep.outputs import BatchMetrics, canonical, read_all_outputs, read_jsonl_dir, read_metrics
 from sparkcep.rules.model import RuleSet, load_rules, parse_rules
 from sparkcep.run_summary import RunSummary
 from sparkcep.simulate import generate_orders
@@ -49,7 +49,9 @@ def write_batches(directory: Path, batches: list[list[str]]) -> None:
 def bounded_run(
     spark: SparkSession, rules: RuleSet, input_dir: Path, base: Path, max_files_per_trigger: int = 1, **kw: int
 ) -> RunSummary:
-    config = RunConfig(FileSource(input_dir, max_files_per_trigger), base / "out", base / "ck", buckets=8, **kw)
+    # File after file (not aligned in event time), as the callers' arrivals: a file that comes later may be late.
+    source = FileSource(input_dir, max_files_per_trigger, aligned=False)
+    config = RunConfig(source, base / "out", base / "ck", buckets=8, **kw)
     return Pipeline(spark, rules, config).run_until_caught_up()
 
 
@@ -195,6 +197,22 @@ def test_streaming_run_picks_up_new_files_while_it_runs(spark: SparkSession, tmp
         ("DEVICE_OFFLINE", "d2", "2024-01-01T00:10:00.000Z"),
         ("DEVICE_ONLINE", "d2", "2024-01-01T00:11:00.000Z"),
     ]
+
+
+def test_a_live_job_says_it_is_running_once_it_is_warm(spark: SparkSession, tmp_path: Path) -> None:
+    """Its first micro-batch, with a warm-up record in every bucket and no input, starts the workers and opens
+    every partition's state; only then is the job running. The warm-up leaves no trace in the results."""
+    rules = ruleset(INACTIVITY_RULE)
+    config = RunConfig(FileSource(tmp_path / "in"), tmp_path / "out", tmp_path / "ck", buckets=4,
+                       trigger_interval="200 milliseconds")  # fmt: skip
+    (tmp_path / "in").mkdir()
+    seen: list[list[BatchMetrics]] = []
+    pipeline = Pipeline(spark, rules, config, on_running=lambda: seen.append(read_metrics(pipeline.metrics_dir)))
+    summary = pipeline.run_streaming(stop_after_s=3)
+    assert len(seen) == 1
+    (first,) = seen[0]  # exactly the warm-up batch was written when the job said it runs
+    assert (first.rows, first.control, first.records) == (4, 4, 0)
+    assert summary.checkpoint.records == 0 and read_all_outputs(tmp_path / "out") == []
 
 
 def wait_for(condition: object, timeout_s: float = 120.0) -> None:

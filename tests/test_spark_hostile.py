@@ -41,7 +41,9 @@ def _write(directory: Path, index: int, lines: list[bytes]) -> None:
 
 
 def _run(spark: SparkSession, input_dir: Path, base: Path) -> RunSummary:
-    config = RunConfig(FileSource(input_dir), base / "out", base / "ck", watermark_delay_ms=1_000, buckets=4)
+    # File after file, as they arrive (aligned in event time, the line of 1970 would be an early event, not late).
+    source = FileSource(input_dir, max_files_per_trigger=1, aligned=False)
+    config = RunConfig(source, base / "out", base / "ck", watermark_delay_ms=1_000, buckets=4)
     return Pipeline(spark, RULES, config).run_until_caught_up()
 
 

@@ -3,12 +3,14 @@
 ::
 
     source:
-      type: kafka                       # or: files (path: DIR, create: false, max_files_per_trigger: 1, backfill: ...)
+      type: kafka                       # or: files (path: DIR, create: false, max_batch_records: 400000,
+                                        #     max_batch_bytes: 256MB, max_files_per_trigger: 10, backfill: ...)
       bootstrap_servers: 127.0.0.1:9092
       topics: [orders]
       starting_offsets: earliest        # latest, or an event time (ISO-8601 or epoch ms)
-      max_records_per_batch: 200000
-      backfill: {aligned: true, step: 10m}   # every partition (file) advances to the same event-time horizon
+      max_records_per_batch: 400000     # the default; null: no cap
+      backfill: {aligned: true, step: 10m}   # the default: every partition (file) advances to one event-time
+                                        # horizon a batch, live or backfilling; {aligned: false}: off
       properties: {security.protocol: SASL_SSL, sasl.mechanism: PLAIN, sasl.username: cep,
                    sasl.password: env:KAFKA_PASSWORD}
       implementation: python            # or: spark-connector (the official jar, where the cluster has it)
@@ -36,14 +38,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from sparkcep.core.pages import DEFAULT_PAGE_KEYS, MAX_PAGE_KEYS
 from sparkcep.errors import SparkcepError
-from sparkcep.io.alignment import DEFAULT_STEP_MS, DEFAULT_TARGET_RECORDS
+from sparkcep.io.alignment import DEFAULT_MAX_BATCH_RECORDS, DEFAULT_STEP_MS, DEFAULT_TARGET_RECORDS
 from sparkcep.io.kafka.client import KafkaError, check_no_inline_secrets
 from sparkcep.io.storage import local_path_of, location, scheme_of
 from sparkcep.rules.base import DurationMs
+from sparkcep.sizes import parse_size
 from sparkcep.store import store_spec_relative_to
 from sparkcep.store.pg_url import parse_url
 from sparkcep.store.records import StoreError
@@ -78,13 +81,23 @@ class Backfill(_Strict):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
 
+def _size(value: object) -> object:
+    return None if value is None else parse_size(value if isinstance(value, int) else str(value), "max_batch_bytes")
+
+
+SizeBytes = Annotated[int, BeforeValidator(_size)]
+
+
 class FilesSourceConfig(_Strict):
     type: Literal["files"]
     path: str  # a path (relative to this file) or a URI (sparkcep.io.storage)
     # A missing path is refused (a typo would otherwise run on nothing); true: create it and wait for files.
     create: bool = False
-    max_files_per_trigger: int = Field(default=1, ge=1)
-    # None: aligned in a bounded run (trigger until_caught_up or --until-caught-up), whole files when streaming
+    # What a micro-batch reads at most (None: no bound): a backlog drains in batches of about this size.
+    max_batch_records: int | None = Field(default=DEFAULT_MAX_BATCH_RECORDS, ge=1)
+    max_batch_bytes: SizeBytes | None = None
+    max_files_per_trigger: int | None = Field(default=None, ge=1)
+    # None: aligned, in bounded and streaming runs alike
     backfill: Backfill | None = None
 
 
@@ -93,8 +106,9 @@ class KafkaSourceConfig(_Strict):
     bootstrap_servers: str
     topics: list[str] = Field(min_length=1)
     starting_offsets: str = "earliest"
-    max_records_per_batch: int | None = Field(default=None, ge=1)
+    max_records_per_batch: int | None = Field(default=DEFAULT_MAX_BATCH_RECORDS, ge=1)
     time_field_fallback: bool = True  # events without the time field take the record timestamp
+    # None: aligned by record timestamps with sparkcep's reader, bounded or streaming (the connector cannot align)
     backfill: Backfill | None = None
     properties: dict[str, str] = Field(default_factory=dict)
     implementation: Literal["python", "spark-connector"] = "python"

@@ -7,6 +7,7 @@ a message without a traceback. The whole tree (``tests/test_errors.py`` keeps it
     ├── RuleError             errors.py           a rule file or rule definition is invalid (names rule, field,
     │                                             expected, got)
     ├── DurationError         errors.py           a duration string such as "7d" or "30m" cannot be read
+    ├── SizeError             errors.py           a size such as "64MB" cannot be read
     ├── EventTimeError        errors.py           an event's time field cannot be read as event time
     ├── EnvironmentProblem    errors.py           the machine lacks something sparkcep needs (Java 17/21, ...)
     ├── CheckpointMismatch    errors.py           a checkpoint was written with settings that differ from this run's
@@ -48,6 +49,10 @@ class RuleError(SparkcepError):
 
 class DurationError(SparkcepError, ValueError):
     """A duration such as ``"30m"`` could not be parsed."""
+
+
+class SizeError(SparkcepError, ValueError):
+    """A size in bytes such as ``"64MB"`` could not be parsed."""
 
 
 class EventTimeError(SparkcepError, ValueError):

@@ -29,7 +29,7 @@ import orjson
 
 from sparkcep.core.control import BUCKET_FIELD, CONTROL_FIELD
 from sparkcep.core.lines import INVALID_TEXT_REASON, InvalidText, is_blank, read_lines
-from sparkcep.core.local import readable_time
+from sparkcep.core.routing import readable_time
 from sparkcep.errors import SparkcepError
 from sparkcep.expr import ExpressionError, compile_expression
 from sparkcep.ids import output_id

@@ -24,6 +24,7 @@ from typing import Any
 
 from sparkcep.core.engine import add_counts
 from sparkcep.io.file_plan import FileOffsets
+from sparkcep.io.kafka.offsets import positions
 from sparkcep.outputs import BatchMetrics
 from sparkcep.timeutil import format_iso
 
@@ -174,4 +175,4 @@ def source_position(offset: Mapping[str, Any] | None) -> dict[str, Any]:
         whole = sum(1 for position, size in files.values() if position >= size)
         return {"files_read": whole, "files_partly_read": len(files) - whole,
                 "bytes_read": sum(min(position, size) for position, size in files.values())}  # fmt: skip
-    return {"offsets": dict(offset)}
+    return {"offsets": positions(offset)}

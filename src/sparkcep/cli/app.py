@@ -28,8 +28,10 @@ from sparkcep.failures import (
     diagnose,
     postgres_service,
 )
+from sparkcep.io.alignment import DEFAULT_MAX_BATCH_RECORDS
 from sparkcep.io.storage import Location, location
 from sparkcep.runlog import CommandLog, report
+from sparkcep.sizes import parse_size
 from sparkcep.timeutil import format_duration, parse_duration
 
 if TYPE_CHECKING:
@@ -66,6 +68,21 @@ class MaxAheadParam(DurationParam):
 
 
 MAX_AHEAD = MaxAheadParam()
+
+
+class SizeParam(click.ParamType):  # type: ignore[type-arg]
+    """A size in bytes such as ``64MB`` or ``1GiB``."""
+
+    name = "size"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        try:
+            return parse_size(value, f"--{param.name.replace('_', '-')}" if param and param.name else "size")
+        except SparkcepError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+SIZE = SizeParam()
 
 
 def _echo_json(data: dict[str, Any]) -> None:
@@ -377,12 +394,23 @@ def _refuse_existing_parts(out_dir: Path, overwrite: bool) -> None:
     "so deadlines and offline timers fire (recorded in the checkpoint; see docs/semantics.md). Default: off.",
 )
 @click.option("--buckets", type=int, default=32, show_default=True, help="Spark grouping keys (fixed per checkpoint).")
-@click.option("--max-files-per-trigger", type=int, default=1, show_default=True, help="Bounds memory per batch.")
+@click.option(
+    "--max-batch-records",
+    type=click.IntRange(1),
+    default=DEFAULT_MAX_BATCH_RECORDS,
+    show_default=True,
+    help="Most lines a micro-batch reads (a backlog drains in batches of this size; aligned: whole event-time steps).",
+)
+@click.option("--max-batch-bytes", type=SIZE, default=None, help="Most bytes a micro-batch reads (64MB, 1GiB).")
+@click.option(
+    "--max-files-per-trigger", type=click.IntRange(1), default=None, help="Most files a micro-batch reads from."
+)
 @click.option(
     "--aligned-backfill/--no-aligned-backfill",
-    default=None,
-    help="Advance every input file to one event-time horizon per micro-batch (files that overlap in event time "
-    "give no late events); default: on with --until-caught-up, off when streaming (whole files, oldest first).",
+    default=True,
+    show_default=True,
+    help="Advance every input file to one event-time horizon per micro-batch, backfilling or live (files that "
+    "overlap in event time give no late events); off: files one after another, oldest first.",
 )
 @click.option(
     "--backfill-step",
@@ -442,8 +470,10 @@ def run(
     max_time_ahead: int | None,
     idle_advance: int | None,
     buckets: int,
-    max_files_per_trigger: int,
-    aligned_backfill: bool | None,
+    max_batch_records: int,
+    max_batch_bytes: int | None,
+    max_files_per_trigger: int | None,
+    aligned_backfill: bool,
     backfill_step: int,
     state_page_keys: int,
     master: str | None,
@@ -514,8 +544,10 @@ def run(
             source=FileSource(
                 str(inputs),
                 max_files_per_trigger,
-                aligned=until_caught_up if aligned_backfill is None else aligned_backfill,
+                aligned=aligned_backfill,
                 step_ms=backfill_step,
+                max_batch_records=max_batch_records,
+                max_batch_bytes=max_batch_bytes,
             ),
             output_dir=str(output),
             checkpoint_dir=str(checkpoint),
@@ -629,8 +661,7 @@ def _check_idle_advance(idle_advance: int | None, until_caught_up: bool, trigger
 @click.option(
     "--max-files-per-trigger",
     type=int,
-    default=1,
-    show_default=True,
+    default=None,
     help="No effect: a backtest reads every file aligned in event time (kept so that older scripts still run).",
 )
 @_master_option
@@ -641,7 +672,7 @@ def backtest(
     input_dir: str,
     output_dir: str,
     watermark_delay: int,
-    max_files_per_trigger: int,
+    max_files_per_trigger: int | None,
     master: str | None,
     spark_conf: tuple[str, ...],
     quiet: bool,
@@ -676,7 +707,7 @@ def backtest(
             )
         checkpoint = output / "_backtest_checkpoint"
         config = RunConfig(
-            FileSource(str(inputs), max_files_per_trigger, aligned=True),  # all files at one event time
+            FileSource(str(inputs), aligned=True),  # all files at one event time
             str(output),
             str(checkpoint),
             watermark_delay_ms=watermark_delay,

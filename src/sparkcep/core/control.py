@@ -11,6 +11,9 @@ replays like input after a restart. Three kinds exist:
   watermark it gives, the wall-clock time without input it stands for and when it was written.
 - **rules**: a rule log from the rule store, one line per bucket (each names its bucket), delivered to a running
   query at a point of its input, so a restart or a replay reads the same rule history at the same point.
+- **warm-up**: one line per bucket, written when a live job starts, so that its first micro-batch starts the Python
+  workers and opens every partition's state before the first input arrives. It has no time and the engine takes
+  nothing from it.
 
 Input lines that carry either reserved field are dead letters: only lines of the control stream are control
 records (Spark marks them; see sparkcep.spark.query).
@@ -26,6 +29,7 @@ BUCKET_FIELD = "__sparkcep_bucket__"  # the bucket a control record is meant for
 FLUSH = "flush"
 RULES = "rules"
 ADVANCE = "advance"
+WARMUP = "warmup"
 # What an advance record says beyond its event time: in one object of its own, so that no name a user may give
 # the time field collides with it. Neither Spark's routing nor the engine reads it.
 ADVANCE_FIELD = "__sparkcep_advance__"
@@ -61,6 +65,10 @@ def read_advance_record(line: str) -> AdvanceRecord | None:
         return None
     about = record[ADVANCE_FIELD]
     return AdvanceRecord(int(about["watermark"]), int(about["idle_ms"]), int(about["wall_clock"]))
+
+
+def warmup_record(bucket: int) -> str:
+    return json.dumps({CONTROL_FIELD: WARMUP, BUCKET_FIELD: bucket})
 
 
 def rules_record(bucket: int, seq: int, rules_json: str) -> str:

@@ -10,36 +10,12 @@ Tests use this to prove that output does not depend on arrival order or batch bo
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterable
 
-import orjson
-
-from sparkcep.core.control import BUCKET_FIELD, CONTROL_FIELD
 from sparkcep.core.engine import NO_WATERMARK, BatchResult, Engine, KeyState
-from sparkcep.core.lines import InvalidText, is_blank
 from sparkcep.core.pages import DictPageStore, PageLimits, open_bucket
-from sparkcep.core.program import INVALID_TEXT, TIME_AHEAD, Program
-from sparkcep.timeutil import read_event_time
-
-
-def bucket_of(keyset: int, key: str, line: str, buckets: int) -> int:
-    """Which bucket a routed row belongs to (unrouted rows spread by their content)."""
-    text = line if keyset < 0 else f"{keyset}\x1f{key}"
-    return zlib.crc32(text.encode("utf-8")) % buckets
-
-
-def readable_time(line: str, time_field: str) -> int | None:
-    """The event time Spark's watermark reads from a line: any JSON object with a readable time field, whatever
-    else is wrong with it (an event type no rule consumes, a missing key); None for a line carrying a field
-    reserved for control records."""
-    try:
-        obj = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-    if type(obj) is not dict or obj.get(CONTROL_FIELD) is not None or obj.get(BUCKET_FIELD) is not None:
-        return None
-    return read_event_time(obj.get(time_field))
+from sparkcep.core.program import Program
+from sparkcep.core.routing import Router
 
 
 class LocalRunner:
@@ -55,7 +31,7 @@ class LocalRunner:
         page_limits: PageLimits | None = None,
     ) -> None:
         """``horizon``: the latest event time a line may carry (the wall clock plus the run's max time ahead, as
-        Spark's routing judges it); later ones are dead letters. None: no bound. ``page_limits``: when a page
+        routing judges it); later ones are dead letters. None: no bound. ``page_limits``: when a page
         of a bucket's state splits (tests pass small ones to exercise splitting)."""
         self.program = program
         self.horizon = horizon
@@ -64,6 +40,7 @@ class LocalRunner:
         self.buckets = buckets
         self.early_release = early_release
         self.page_limits = page_limits
+        self._router: tuple[Program, Router] | None = None
         self.indexes: dict[int, bytes] = {}  # per bucket: its serialized index (sparkcep.core.pages)
         self.stores: dict[int, DictPageStore] = {}  # per bucket: its pages
         self.watermark = NO_WATERMARK
@@ -72,29 +49,24 @@ class LocalRunner:
 
     def run_batch(self, lines: Iterable[str]) -> BatchResult:
         """One micro-batch: route, process with the current watermark, then move the watermark."""
-        by_bucket: dict[int, list[tuple[int, str]]] = {}
-        bucket_max: dict[int, int] = {}
-        for line in lines:
-            if is_blank(line):
-                continue  # blank lines are not events (the Spark side filters them too)
-            time = readable_time(line, self.program.time_field)
-            routes = self.program.route(line)
-            if isinstance(line, InvalidText):  # bytes that were not UTF-8 (see sparkcep.core.lines)
-                time, routes = None, [(INVALID_TEXT, "")]
-            elif time is not None and self.horizon is not None and time > self.horizon:
-                time, routes = None, [(TIME_AHEAD, "")]
-            for keyset, key in routes:
-                bucket = bucket_of(keyset, key, line, self.buckets)
-                by_bucket.setdefault(bucket, []).append((keyset, line))
-                if time is not None and time > bucket_max.get(bucket, NO_WATERMARK):
-                    bucket_max[bucket] = time
-            if time is not None and (self._max_seen is None or time > self._max_seen):
-                self._max_seen = time
-        bounds = {bucket: t - self.delay_ms for bucket, t in bucket_max.items()} if self.early_release else {}
+        routed = self.router().route(list(lines), None, self.horizon)
+        by_bucket = {bucket: [(keyset, line) for keyset, line, _origin in rows] for bucket, rows in routed.rows.items()}
+        for top in routed.max_time.values():
+            if self._max_seen is None or top > self._max_seen:
+                self._max_seen = top
+        bounds = {bucket: t - self.delay_ms for bucket, t in routed.max_time.items()} if self.early_release else {}
         result = self._process(by_bucket, self.watermark, bounds)
         if self._max_seen is not None:
             self.watermark = max(self.watermark, self._max_seen - self.delay_ms)
         return result
+
+    def router(self) -> Router:
+        """Routing for the current program (a test may hand the runner a new one between batches, as a rule store
+        hands a running job new versions). The horizon is the bound itself: "now" plus a max time ahead of 0."""
+        if self._router is None or self._router[0] is not self.program:
+            spec = self.program.routing(self.buckets, max_ahead_ms=None if self.horizon is None else 0)
+            self._router = (self.program, Router(spec))
+        return self._router[1]
 
     def finish(self) -> BatchResult:
         """End a bounded run: the watermark reaches the largest accepted event time."""

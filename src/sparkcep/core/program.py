@@ -9,7 +9,6 @@ text of its fields joined by :data:`KEY_SEPARATOR`.
 from __future__ import annotations
 
 import importlib
-import json
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,17 +18,22 @@ import orjson
 
 from sparkcep.core.control import BUCKET_FIELD, CONTROL_FIELD
 from sparkcep.core.lines import INVALID_TEXT_REASON
-from sparkcep.core.logic import KEY_SEPARATOR, SKIP, FieldProblem, RuleLogic, describe, require_key
+from sparkcep.core.logic import KEY_SEPARATOR, SKIP, FieldProblem, RuleLogic, describe
+from sparkcep.core.routing import (
+    CONTROL,
+    CRC32,
+    INVALID_TEXT,
+    RESERVED,
+    TIME_AHEAD,
+    UNROUTED,
+    RoutingSpec,
+    key_of,
+)
 from sparkcep.rules.model import RuleSet
 from sparkcep.rules.registry import RuleType, rule_type_of
 from sparkcep.timeutil import EXPECTED_EVENT_TIME, format_iso, read_event_time
 
-UNROUTED = -1
-# Keysets of unrouted rows whose problem Spark's routing saw and the line alone may not show:
-INVALID_TEXT = -2  # bytes that are not UTF-8 (the line arrives with U+FFFD in their place)
-TIME_AHEAD = -3  # an event time further past the micro-batch's wall clock than the run allows
-CONTROL = -4  # a line of the engine's own control stream (end-of-input flush, rule logs)
-RESERVED = -5  # an input line carrying a field reserved for control records
+__all__ = ["CONTROL", "INVALID_TEXT", "RESERVED", "TIME_AHEAD", "UNROUTED", "Decoded", "Event", "Program"]
 WILDCARD = "*"  # in a rule's event types: every event type
 _RESERVED_REASON = f"fields {CONTROL_FIELD!r} and {BUCKET_FIELD!r} are reserved for sparkcep's control records"
 
@@ -53,19 +57,6 @@ class Decoded:
 
 _CONTROL = Decoded(None, None, ())
 _OUT_OF_SCOPE = Decoded(None, None, ())  # every rule that could take the event left it out (filter, pause)
-
-
-def _reject_constant(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _exact_object(line: str) -> dict[str, Any] | None:
-    """The line read by Python's own JSON decoder, which keeps integers of any size exact."""
-    try:
-        obj = json.loads(line, parse_constant=_reject_constant)
-    except (ValueError, RecursionError):
-        return None
-    return obj if type(obj) is dict else None
 
 
 def logic_class(rule_type: RuleType[Any]) -> Callable[..., RuleLogic]:
@@ -235,47 +226,33 @@ class Program:
             return Decoded(None, None, ((UNROUTED, reason),))
         return Decoded(None, None, self._unrouted_reasons(obj, line, event_type, time))
 
-    def key_of(self, obj: dict[str, Any], keyset: int) -> str:
-        """The key value of ``obj`` in ``keyset``; raises :class:`FieldProblem` for a missing or ill-typed field."""
-        fields = self.keysets[keyset]
-        if len(fields) == 1:
-            return require_key(obj, fields[0])
-        return KEY_SEPARATOR.join(require_key(obj, field) for field in fields)
-
     def _key(self, obj: dict[str, Any], line: str, keyset: int) -> str:
-        """:meth:`key_of`, reading the line again exactly when a key field came out as a float: orjson reads an
-        integer beyond 64 bits as a float, while Spark's routing keyed the integer's digits."""
-        try:
-            return self.key_of(obj, keyset)
-        except FieldProblem as problem:
-            if type(obj.get(problem.field)) is not float:
-                raise
-            exact = _exact_object(line)
-            if exact is None:
-                raise
-            return self.key_of(exact, keyset)
+        """The key value of ``obj`` in ``keyset`` as routing reads it (sparkcep.core.routing.key_of); raises
+        :class:`FieldProblem` for a missing or ill-typed field."""
+        return key_of(obj, self.keysets[keyset], line)
+
+    def routing(
+        self,
+        buckets: int,
+        bucket_keys: tuple[int, ...] = (),
+        bucket_function: str = CRC32,
+        max_ahead_ms: int | None = None,
+    ) -> RoutingSpec:
+        """What routing needs of this program, for a run with these buckets (sparkcep.core.routing)."""
+        return RoutingSpec(
+            time_field=self.time_field,
+            type_field=self.type_field,
+            keysets=self.keysets,
+            keyset_types=tuple(self.keyset_types(keyset) for keyset in range(len(self.keysets))),
+            buckets=buckets,
+            bucket_keys=bucket_keys,
+            bucket_function=bucket_function,
+            max_ahead_ms=max_ahead_ms,
+        )
 
     def key_record(self, keyset: int, key: str) -> dict[str, str]:
         """``{field: text}`` of a key value, for records that name the key."""
         return dict(zip(self.keysets[keyset], key.split(KEY_SEPARATOR), strict=True))
-
-    def route(self, line: str) -> list[tuple[int, str]]:
-        """Python twin of the Spark-side routing: ``(keyset, key)`` pairs, or ``[(-1, "")]``."""
-        obj, _time, event_type, _event_id, reason = self.parse_line(line)
-        if reason is not None or obj is None:
-            return [(UNROUTED, "")]
-        out: list[tuple[int, str]] = []
-        refused = False
-        for keyset in range(len(self.keysets)):
-            if self.rules_for(keyset, event_type):
-                try:
-                    out.append((keyset, self._key(obj, line, keyset)))
-                except FieldProblem:
-                    refused = True
-        # A line that some groupings cannot key also goes unrouted, once: its dead letters name those rules.
-        if refused or not out:
-            out.append((UNROUTED, ""))
-        return out
 
     def _unrouted_reasons(
         self, obj: dict[str, Any], line: str, event_type: str, time: int

@@ -6,12 +6,16 @@ and one event a second a batch holds 600 records, and a job fell 40k records beh
 So the step adapts, batch by batch, starting from the step the previous batch used (the configured one first):
 
 - **Grow** while a batch would hold fewer than ``target`` records and more is waiting: double the step and plan
-  again; a doubled plan past the ``ceiling`` (twice the target, or a read cap) is not taken.
-- **Shrink** while a batch would hold more than the ``ceiling`` records: halve the step, never below the
-  configured one.
+  again; a doubled plan past the ``ceiling`` (twice the target, or a read cap in records) or past the cap in
+  bytes is not taken.
+- **Shrink** while a batch would hold more than the ``ceiling`` records or the cap in bytes: halve the step,
+  never below the configured one.
 
 A batch thus holds at most the ceiling, or what one configured step holds where event time is denser than
-that. The plan of a batch is fixed in Spark's offset log before it runs, so a re-run batch reads the same
+that: a cap is a bound on whole steps, since cutting inside a step could leave one input's earlier events
+behind another's later ones.
+
+The plan of a batch is fixed in Spark's offset log before it runs, so a re-run batch reads the same
 records whatever step planned it; the output does not depend on where batches end, only on the absence of late
 events, which alignment gives at any step.
 """
@@ -24,6 +28,9 @@ from typing import Generic, TypeVar
 
 DEFAULT_STEP_MS = 600_000
 DEFAULT_TARGET_RECORDS = 200_000  # about what one generated file of 200,000 lines made a batch before
+# Most records a micro-batch reads by default, aligned or not: an aligned batch's ceiling (twice the target), so a
+# backlog, live or backfilled, drains in batches of the size a backfill uses.
+DEFAULT_MAX_BATCH_RECORDS = 2 * DEFAULT_TARGET_RECORDS
 MAX_STEP_MS = 2**42  # about 139 years: past any event time a backfill holds
 
 Plan = TypeVar("Plan")
@@ -36,6 +43,7 @@ class Planned(Generic[Plan]):
     ends: Plan
     records: int
     complete: bool
+    bytes: int = 0  # what the plan reads, where the reader knows it (files)
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,7 @@ class StepRule:
     base_ms: int  # the configured step: the smallest, and the granularity of every step (base * 2**n)
     target: int = DEFAULT_TARGET_RECORDS
     cap: int | None = None  # most records a batch may hold, whatever the step (a reader's own limit)
+    cap_bytes: int | None = None  # most bytes a batch may read (files)
 
     def __post_init__(self) -> None:
         if self.base_ms < 1:
@@ -53,6 +62,10 @@ class StepRule:
     @property
     def ceiling(self) -> int:
         return 2 * self.target if self.cap is None else min(2 * self.target, self.cap)
+
+    def over(self, planned: Planned[Plan]) -> bool:
+        """Whether a plan holds more than a batch may: records past the ceiling, or bytes past the cap."""
+        return planned.records > self.ceiling or (self.cap_bytes is not None and planned.bytes > self.cap_bytes)
 
 
 def adapted_step(plan: Callable[[int], Planned[Plan]], step_ms: int, rule: StepRule) -> tuple[Planned[Plan], int]:
@@ -66,14 +79,14 @@ def adapted_step(plan: Callable[[int], Planned[Plan]], step_ms: int, rule: StepR
     """
     step_ms = max(rule.base_ms, step_ms)
     current = plan(step_ms)
-    if current.records < min(rule.target, rule.ceiling) and not current.complete:
-        while current.records < min(rule.target, rule.ceiling) and not current.complete and step_ms < MAX_STEP_MS:
-            bigger = plan(step_ms * 2)
-            if bigger.records > rule.ceiling:
-                break  # event time grows dense here: keep the smaller batch
-            current, step_ms = bigger, step_ms * 2
-    else:
-        while current.records > rule.ceiling and step_ms > rule.base_ms:
+    if rule.over(current):
+        while rule.over(current) and step_ms > rule.base_ms:
             step_ms = max(rule.base_ms, step_ms // 2)
             current = plan(step_ms)
+        return current, step_ms
+    while current.records < min(rule.target, rule.ceiling) and not current.complete and step_ms < MAX_STEP_MS:
+        bigger = plan(step_ms * 2)
+        if rule.over(bigger):
+            break  # event time grows dense here: keep the smaller batch
+        current, step_ms = bigger, step_ms * 2
     return current, step_ms

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from threading import Lock
 from typing import Any
 
-from sparkcep.core.local import readable_time
+from sparkcep.core.routing import readable_time
 from sparkcep.io.file_plan import FileOffsets, Listed, count_lines, line_pieces
 from sparkcep.io.lag import SourceLag
 from sparkcep.io.storage import Location

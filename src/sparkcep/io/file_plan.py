@@ -55,9 +55,12 @@ def reading_order(files: Iterable[Listed]) -> list[Listed]:
 
 @dataclass(frozen=True)
 class FileOffsets:
-    """Per file read so far: (next position, size when first read)."""
+    """Per file read so far: (next position, size when first read); and the wall clock (epoch ms) when the batch
+    ending here was planned, which judges its event times against the run's max time ahead the same way when the
+    batch runs again after a crash (None: offsets written before it was recorded)."""
 
     files: Mapping[str, tuple[int, int]]
+    now_ms: int | None = None
 
     @classmethod
     def empty(cls) -> FileOffsets:
@@ -72,11 +75,19 @@ class FileOffsets:
                 f"file source offsets: expected {{'v': {OFFSETS_VERSION}, 'files': {{name: [position, size]}}}}, "
                 f"got {dict(data)!r:.200}"
             )
-        return cls({str(name): (int(pair[0]), int(pair[1])) for name, pair in files.items()})
+        now = data.get("now")
+        return cls(
+            {str(name): (int(pair[0]), int(pair[1])) for name, pair in files.items()},
+            None if now is None else int(str(now)),
+        )
 
     def to_json(self) -> dict[str, object]:
         # Sorted: Spark compares offsets as JSON text to know whether anything new came.
-        return {"v": OFFSETS_VERSION, "files": {name: list(self.files[name]) for name in sorted(self.files)}}
+        files = {name: list(self.files[name]) for name in sorted(self.files)}
+        found: dict[str, object] = {"v": OFFSETS_VERSION, "files": files}
+        if self.now_ms is not None:
+            found["now"] = self.now_ms
+        return found
 
     def position(self, name: str) -> int:
         return self.files[name][0] if name in self.files else 0
@@ -118,6 +129,76 @@ def whole_files(files: Sequence[Listed], max_files: int | None) -> Positions:
     """Ends of a batch that reads the first ``max_files`` of the waiting ``files`` (all: None) to their ends."""
     chosen = files if max_files is None else files[:max_files]
     return {file.name: file.size for file in chosen}
+
+
+# Where a batch stops in one file, given what room is left: ``cut(name, first, stop, lines, size)`` is the end
+# position and the lines read, reading at most ``lines`` lines and ``size`` bytes from ``first`` (None: no bound),
+# but always one whole line at least (see :func:`cut_lines`).
+Cut = Callable[[str, int, int, int | None, int | None], tuple[int, int]]
+
+
+def capped_ends(
+    files: Sequence[Listed],
+    start: FileOffsets,
+    max_files: int | None,
+    max_records: int | None,
+    max_bytes: int | None,
+    cut: Cut,
+) -> Positions:
+    """Ends of a batch that reads the waiting ``files`` in order, whole or in part, up to ``max_files`` files,
+    ``max_records`` lines and ``max_bytes`` bytes (each None: no bound), at least one line: a backlog is read in
+    batches of about the cap, whatever its files' sizes."""
+    if max_records is None and max_bytes is None:
+        return whole_files(files, max_files)  # no cap: no need to read the files to plan
+    ends: Positions = {}
+    records = 0
+    size = 0
+    for file in files if max_files is None else files[:max_files]:
+        first = start.position(file.name)
+        room_records = None if max_records is None else max_records - records
+        room_bytes = None if max_bytes is None else max_bytes - size
+        if ends and ((room_records is not None and room_records <= 0) or (room_bytes is not None and room_bytes <= 0)):
+            break
+        end, lines = cut(file.name, first, file.size, room_records, room_bytes)
+        ends[file.name] = end
+        records += lines
+        size += end - first
+        if end < file.size:
+            break  # the cap ended the batch inside this file
+    return ends
+
+
+def cut_lines(handle: BinaryIO, first: int, stop: int, lines: int | None, size: int | None) -> tuple[int, int]:
+    """From ``first``, the end of at most ``lines`` lines and about ``size`` bytes (the line that crosses the byte
+    bound is included), and how many lines that is; at least one line. Lines are counted at ``\n`` (a cut after
+    ``\n`` never splits a ``\r\n``; lines ending in a lone ``\r`` count with their neighbours, as
+    :func:`next_line_start` cuts them)."""
+    limit = stop if size is None else min(stop, first + max(size, 1))
+    wanted = None if lines is None else max(lines, 1)
+    handle.seek(first)
+    position = first
+    counted = 0
+    while position < stop:
+        block = handle.read(min(_COUNT_BLOCK, stop - position))
+        if not block:
+            break
+        at = 0
+        while True:
+            found = block.find(b"\n", at)
+            if found < 0:
+                break
+            counted += 1
+            end = position + found + 1
+            if (wanted is not None and counted >= wanted) or end >= limit:
+                return end, counted
+            at = found + 1
+        position += len(block)
+    return stop, counted + (1 if stop > first and not _ends_line(handle, stop) else 0)
+
+
+def _ends_line(handle: BinaryIO, stop: int) -> bool:
+    handle.seek(stop - 1)
+    return handle.read(1) == b"\n"
 
 
 def tasks(

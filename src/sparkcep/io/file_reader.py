@@ -7,7 +7,10 @@ time makes events late however it is ordered. This source reads in the order and
 checkpoint, so a re-run batch reads exactly the same lines. Options (Spark lower-cases their names):
 
 - ``path``: the directory (local); every regular file in it whose name does not start with ``.`` or ``_``;
-- ``maxfilespertrigger``: whole files, at most this many per micro-batch (without alignment);
+- ``maxfilespertrigger``: at most this many files per micro-batch (without alignment);
+- ``maxbatchrecords``, ``maxbatchbytes``: at most about this many lines or bytes per micro-batch, whole lines,
+  files read in part where a cap falls inside one; aligned, a cap bounds whole steps of event time (see
+  :mod:`sparkcep.io.alignment`);
 - ``alignstepms``: event-time-aligned reading, horizons this many ms apart at least (the step grows on its own
   while batches stay small, see :mod:`sparkcep.io.alignment`); needs ``timefield``;
 - ``aligntargetrecords``: the lines a batch aims at when the step adapts (default 200,000);
@@ -15,9 +18,14 @@ checkpoint, so a re-run batch reads exactly the same lines. Options (Spark lower
 - ``maxaheadms``: times further past the wall clock are dead letters: they do not hold a file back;
 - ``parallelism``: the cores a batch is shared by: files are cut at line starts into that many tasks or more;
 - ``startingoffsets``: offsets (JSON, as in the checkpoint) to start from instead of the beginning, used only when
-  the query has no checkpoint yet: a rescaled checkpoint goes on where the old one stopped (sparkcep.spark.rescale).
+  the query has no checkpoint yet: a rescaled checkpoint goes on where the old one stopped (sparkcep.spark.rescale);
+- ``routing``: a :class:`sparkcep.core.routing.RoutingSpec` as JSON: the tasks route the lines they read and hand
+  Spark packed rows (:mod:`sparkcep.io.packed`), so no line is parsed in the JVM;
+- ``packlines``: the lines routed into one packed batch (default 20,000): a packed row per bucket for that many.
 
-Rows: ``value``, a line's bytes as they are (routing reports a line that is not UTF-8 as a dead letter).
+Rows: with ``routing``, packed rows (:data:`sparkcep.io.packed.PACKED_DDL`); without, ``value``, a line's bytes as
+they are. A batch's end offset records the wall clock when it was planned (``now``), which routing judges event
+times against (the run's max time ahead): a batch run again after a crash judges its lines as the first run did.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +47,8 @@ from sparkcep.io.file_plan import (
     Positions,
     TimeIndex,
     aligned_ends,
+    capped_ends,
+    cut_lines,
     index_lines,
     is_input,
     line_blocks,
@@ -49,8 +59,8 @@ from sparkcep.io.file_plan import (
     reading_order,
     tasks,
     waiting,
-    whole_files,
 )
+from sparkcep.io.packed import PACKED_DDL
 from sparkcep.io.storage import Location, location
 
 SOURCE_NAME = "sparkcep_files"
@@ -58,6 +68,7 @@ SCHEMA = "value binary"
 _MIN_TASK_BYTES = 4 << 20  # Spark's file source: 4 MB (openCostInBytes) ...
 _MAX_TASK_BYTES = 128 << 20  # ... to 128 MB (maxPartitionBytes) a task, the batch shared by the cores
 _ROWS_PER_BATCH = 10_000  # lines per Arrow batch handed to Spark (its own default size for Python sources)
+_LINES_PER_PACK = 20_000  # lines routed into one packed batch: a row per bucket for this many lines
 
 
 def _positive(options: dict[str, str], name: str) -> int | None:
@@ -91,12 +102,16 @@ def _offsets(text: str | None) -> FileOffsets | None:
 class ReaderOptions:
     path: Location
     max_files: int | None
+    max_records: int | None
+    max_bytes: int | None
     align_step_ms: int | None
     target_records: int
     time_field: str | None
     max_ahead_ms: int | None
     parallelism: int = 2
     starting: FileOffsets | None = None
+    routing: str | None = None  # a RoutingSpec as JSON: packed rows out
+    pack_lines: int = _LINES_PER_PACK
 
     @classmethod
     def parse(cls, options: dict[str, str]) -> ReaderOptions:
@@ -105,12 +120,16 @@ class ReaderOptions:
         parsed = cls(
             path=location(options["path"]),
             max_files=_positive(options, "maxfilespertrigger"),
+            max_records=_positive(options, "maxbatchrecords"),
+            max_bytes=_positive(options, "maxbatchbytes"),
             align_step_ms=_positive(options, "alignstepms"),
             target_records=_positive(options, "aligntargetrecords") or DEFAULT_TARGET_RECORDS,
             time_field=options.get("timefield") or None,
             max_ahead_ms=_positive(options, "maxaheadms"),
             parallelism=_positive(options, "parallelism") or 2,
             starting=_offsets(options.get("startingoffsets")),
+            routing=options.get("routing") or None,
+            pack_lines=_positive(options, "packlines") or _LINES_PER_PACK,
         )
         if parsed.align_step_ms is not None and parsed.time_field is None:
             raise ValueError("file source option 'timefield': expected the event-time field (aligned), got nothing")
@@ -120,6 +139,7 @@ class ReaderOptions:
 @dataclass(frozen=True)
 class FileRanges(InputPartition):
     ranges: tuple[tuple[str, int, int], ...]  # (path, first byte, end byte)
+    now_ms: int | None = None  # the batch's wall clock (see the module docs)
 
 
 class FilesDataSource(DataSource):
@@ -128,7 +148,7 @@ class FilesDataSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> str:
-        return SCHEMA
+        return PACKED_DDL if self.options.get("routing") else SCHEMA
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         return FilesStreamReader(ReaderOptions.parse(dict(self.options)))
@@ -162,10 +182,14 @@ class FilesStreamReader(DataSourceStreamReader):
         offsets = FileOffsets.from_json(start)
         files = waiting(offsets, list_directory(self.options.path))
         if self.options.align_step_ms is None:
-            ends = whole_files(files, limit.max_files if isinstance(limit, ReadMaxFiles) else None)
+            max_files = limit.max_files if isinstance(limit, ReadMaxFiles) else None
+            ends = capped_ends(files, offsets, max_files, self.options.max_records, self.options.max_bytes, self._cut)
         else:
             ends = self._aligned(offsets, files, self.options.align_step_ms)
-        return offsets.advanced(ends, {file.name: file.size for file in files}).to_json()
+        advanced = offsets.advanced(ends, {file.name: file.size for file in files})
+        if advanced.files == offsets.files:
+            return start  # nothing new: the same offsets, so that Spark plans no batch
+        return replace(advanced, now_ms=int(time.time() * 1000)).to_json()
 
     def _aligned(self, offsets: FileOffsets, files: list[Listed], base_ms: int) -> Positions:
         """Ends at one event-time horizon for every waiting file, the step adapted (sparkcep.io.alignment)."""
@@ -177,17 +201,23 @@ class FilesStreamReader(DataSourceStreamReader):
         def plan(step_ms: int) -> Planned[Positions]:
             ends, _ = aligned_ends(offsets, files, indexes, step_ms // base_ms)
             complete = all(ends[file.name] >= file.size for file in files)
-            return Planned(ends, lines_between(offsets, ends, indexes), complete)
+            size = sum(end - offsets.position(name) for name, end in ends.items())
+            return Planned(ends, lines_between(offsets, ends, indexes), complete, size)
 
-        planned, self._step = adapted_step(plan, self._step, StepRule(base_ms, self.options.target_records))
+        rule = StepRule(base_ms, self.options.target_records, self.options.max_records, self.options.max_bytes)
+        planned, self._step = adapted_step(plan, self._step, rule)
         return planned.ends
+
+    def _cut(self, name: str, first: int, stop: int, lines: int | None, size: int | None) -> tuple[int, int]:
+        with (self.options.path / name).open_read() as handle:
+            return cut_lines(handle, first, stop, lines, size)
 
     def _index(self, file: Listed, granularity_ms: int) -> TimeIndex:
         """The file's event-time index up to the size it is read to, built once per query (a pass over it)."""
         known = self._indexes.get(file.name)
         if known is not None and known.size == file.size:
             return known
-        from sparkcep.core.local import readable_time
+        from sparkcep.core.routing import readable_time
 
         field = self.options.time_field
         assert field is not None
@@ -207,7 +237,8 @@ class FilesStreamReader(DataSourceStreamReader):
         return index
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[FileRanges]:
-        spans = ranges(FileOffsets.from_json(start), FileOffsets.from_json(end))
+        ending = FileOffsets.from_json(end)
+        spans = ranges(FileOffsets.from_json(start), ending)
         total = sum(stop - first for _, first, stop in spans)
         target = min(_MAX_TASK_BYTES, max(_MIN_TASK_BYTES, -(-total // self.options.parallelism)))
 
@@ -216,22 +247,40 @@ class FilesStreamReader(DataSourceStreamReader):
                 return next_line_start(handle, at, stop)
 
         return [
-            FileRanges(tuple((str(self.options.path / name), first, stop) for name, first, stop in task))
+            FileRanges(tuple((str(self.options.path / name), first, stop) for name, first, stop in task), ending.now_ms)
             for task in tasks(spans, target, line_start)
         ]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, FileRanges)
+        if self.options.routing is not None:
+            yield from self._read_packed(partition, self.options.routing)
+            return
         import pyarrow as pa
 
         schema = pa.schema([pa.field("value", pa.binary())])
+        for lines in self._lines(partition, _ROWS_PER_BATCH):
+            yield pa.RecordBatch.from_arrays([pa.array(lines, pa.binary())], schema=schema)
+
+    def _read_packed(self, partition: FileRanges, routing: str) -> Iterator[Any]:
+        from sparkcep.core.routing import Router, RoutingSpec
+        from sparkcep.io.packed import packed_batches
+
+        router = Router(RoutingSpec.from_json(routing))
+        # A batch planned before its wall clock was recorded (an older checkpoint's last batch) is judged now.
+        now = partition.now_ms if partition.now_ms is not None else int(time.time() * 1000)
+        for lines in self._lines(partition, self.options.pack_lines):
+            yield from packed_batches(router, lines, None, now)
+
+    @staticmethod
+    def _lines(partition: FileRanges, size: int) -> Iterator[list[bytes]]:
+        """The partition's lines in order, ``size`` at a time."""
         for path, first, stop in partition.ranges:
             with location(path).open_read() as handle:
                 handle.seek(first)
                 for lines in line_blocks(handle, stop - first):
-                    for at in range(0, len(lines), _ROWS_PER_BATCH):
-                        values = pa.array(lines[at : at + _ROWS_PER_BATCH], pa.binary())
-                        yield pa.RecordBatch.from_arrays([values], schema=schema)
+                    for at in range(0, len(lines), size):
+                        yield lines[at : at + size]
 
     def commit(self, end: dict[str, Any]) -> None:
         pass  # offsets are Spark's checkpoint

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote
 
-from sparkcep.io.alignment import DEFAULT_STEP_MS, DEFAULT_TARGET_RECORDS
+from sparkcep.core.routing import RoutingSpec
+from sparkcep.io.alignment import DEFAULT_MAX_BATCH_RECORDS, DEFAULT_STEP_MS, DEFAULT_TARGET_RECORDS
 from sparkcep.io.lag import SourceLag
 from sparkcep.io.storage import Location, location
 from sparkcep.timeutil import DEFAULT_MAX_AHEAD_MS
@@ -38,29 +39,35 @@ SPARK_READER: Literal["spark"] = "spark"
 class FileSource:
     """Every file in ``path`` (one JSON event per line), not named ``.*`` or ``_*``.
 
-    Files are read oldest modification time first, equal times in name order, whole, at most
-    ``max_files_per_trigger`` per micro-batch (which bounds a batch's memory). With ``aligned`` every micro-batch
-    instead advances every file to one event-time horizon, ``step_ms`` or more past the earliest waiting event
-    (the step grows while batches hold fewer than ``target_records`` lines): a directory of files that overlap in
-    event time then gives no late events and the output of one sorted file (see :mod:`sparkcep.io.file_plan`).
-    ``reader`` :data:`SPARK_READER` is Spark's own file source (modification time only, no alignment), kept for
-    checkpoints that were written with it; ``max_ahead_ms`` is the run's bound on event times past the wall clock
-    (later ones are dead letters and do not hold a file back).
+    Files are read oldest modification time first, equal times in name order. A micro-batch takes what is
+    waiting up to ``max_batch_records`` lines and ``max_batch_bytes`` bytes (None: no bound; whole lines, a file
+    read in part where a cap falls inside it) and ``max_files_per_trigger`` files: a backlog drains in batches of
+    about the cap. With ``aligned`` (the default) every micro-batch instead advances every file to one event-time
+    horizon, ``step_ms`` or more past the earliest waiting event (the step grows while batches hold fewer than
+    ``target_records`` lines, and stays within the caps but for one step): a directory of files that overlap in
+    event time then gives no late events and the output of one sorted file (see :mod:`sparkcep.io.file_plan`), live
+    or backfilled. ``reader`` :data:`SPARK_READER` is Spark's own file source (modification time only, no
+    alignment, no caps), kept for checkpoints that were written with it; ``max_ahead_ms`` is the run's bound on
+    event times past the wall clock (later ones are dead letters and do not hold a file back).
     """
 
     path: Path | str  # a local path or a URI (sparkcep.io.storage)
-    max_files_per_trigger: int = 1
-    aligned: bool = False
+    max_files_per_trigger: int | None = None
+    aligned: bool = True
     step_ms: int = DEFAULT_STEP_MS
     target_records: int = DEFAULT_TARGET_RECORDS
     reader: Literal["sparkcep", "spark"] = SPARKCEP_READER
     max_ahead_ms: int | None = DEFAULT_MAX_AHEAD_MS
     # The reader's offsets (JSON) to start from while the query has none: a rescaled checkpoint's first start.
     starting_offsets: str | None = None
+    max_batch_records: int | None = DEFAULT_MAX_BATCH_RECORDS
+    max_batch_bytes: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("max_files_per_trigger", "step_ms", "target_records"):
+        for name in ("max_files_per_trigger", "step_ms", "target_records", "max_batch_records", "max_batch_bytes"):
             value = getattr(self, name)
+            if value is None and name.startswith("max_"):
+                continue
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"file source option {name!r}: expected a positive integer, got {value!r}")
         if self.reader not in (SPARKCEP_READER, SPARK_READER):
@@ -77,8 +84,12 @@ class FileSource:
         if self.aligned:
             options["alignstepms"] = str(self.step_ms)
             options["aligntargetrecords"] = str(self.target_records)
-        else:
+        elif self.max_files_per_trigger is not None:
             options["maxfilespertrigger"] = str(self.max_files_per_trigger)
+        if self.max_batch_records is not None:
+            options["maxbatchrecords"] = str(self.max_batch_records)
+        if self.max_batch_bytes is not None:
+            options["maxbatchbytes"] = str(self.max_batch_bytes)
         if self.max_ahead_ms is not None:
             options["maxaheadms"] = str(self.max_ahead_ms)
         if self.starting_offsets is not None:
@@ -99,21 +110,26 @@ class FileSource:
         except (OSError, ValueError):  # the directory went away, or offsets of another reader: nothing to say
             return [SourceLag("files", str(directory), None)]
 
-    def lines(self, spark: SparkSession, time_field: str) -> DataFrame:
+    def packed(self, spark: SparkSession, routing: RoutingSpec) -> DataFrame:
         from pyspark.sql import functions as F
 
-        no_origin = F.lit(None).cast("string").alias("origin")  # a line's place says nothing a record needs
         if self.reader == SPARK_READER:
-            reader = spark.readStream.option("maxFilesPerTrigger", self.max_files_per_trigger)
+            from sparkcep.io.packed import pack_in_spark
+
+            reader = spark.readStream
+            if self.max_files_per_trigger is not None:
+                reader = reader.option("maxFilesPerTrigger", self.max_files_per_trigger)
             files = reader.text(location(self.path).uri)
-            return files.select("value", no_origin)
+            return pack_in_spark(files.select("value", F.lit(None).cast("string").alias("origin")), routing)
         from sparkcep.io.file_reader import SOURCE_NAME, FilesDataSource
 
         spark.dataSource.register(FilesDataSource)
-        options = {**self.reader_options(time_field), "parallelism": str(_parallelism(spark))}
-        records = spark.readStream.format(SOURCE_NAME).options(**options).load()
-        # The bytes as they are, as text (like Spark's text source): routing flags a line that is not UTF-8.
-        return records.select(F.col("value").cast("string").alias("value"), no_origin)
+        options = {
+            **self.reader_options(routing.time_field),
+            "parallelism": str(_parallelism(spark)),
+            "routing": routing.to_json(),
+        }
+        return spark.readStream.format(SOURCE_NAME).options(**options).load()
 
 
 def _parallelism(spark: SparkSession) -> int:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from sparkcep.core.routing import RoutingSpec
 from sparkcep.io.lag import SourceLag
 
 if TYPE_CHECKING:
@@ -16,13 +17,14 @@ if TYPE_CHECKING:
 class Source(Protocol):
     """The input of a run, read by Spark as a stream.
 
-    ``lines`` returns a streaming frame with ``value`` (one input line or record value, as text; null values
-    are dropped) and ``origin`` (where it came from as JSON text, e.g. a Kafka topic, partition and offset; null
-    when a line's place says nothing useful). ``time_field`` is the rules' event-time field, for a source that
-    can fill it in from its own record time.
+    ``packed`` returns a streaming frame of packed rows (:mod:`sparkcep.io.packed`): the source's lines or record
+    values (null values are dropped) routed by ``routing`` (:mod:`sparkcep.core.routing`), each with its origin
+    (where it came from as JSON text, e.g. a Kafka topic, partition and offset; null when a line's place says
+    nothing useful). A source whose records Spark reads itself packs them with
+    :func:`sparkcep.io.packed.pack_in_spark`; a Python data source routes where it reads.
     """
 
-    def lines(self, spark: SparkSession, time_field: str) -> DataFrame: ...
+    def packed(self, spark: SparkSession, routing: RoutingSpec) -> DataFrame: ...
 
     @property
     def directory(self) -> Path | None:

@@ -63,7 +63,7 @@ def pipeline_job(
     """The job and Spark settings a pipeline file describes (``until_caught_up`` bounds it whatever its trigger)."""
     bounded = until_caught_up or config.until_caught_up
     run_config = RunConfig(
-        source=pipeline_source(config, bounded),
+        source=pipeline_source(config),
         output_dir=config.sinks.files,
         checkpoint_dir=config.checkpoint,
         watermark_delay_ms=config.watermark_delay_ms,
@@ -84,13 +84,16 @@ def pipeline_job(
     return Job(run_config, rules, store, bounded=bounded, stop_after_s=stop_after_s), settings
 
 
-def pipeline_source(config: PipelineConfig, bounded: bool = False) -> Source:
-    """The source a pipeline file describes; files without a ``backfill`` are read aligned in a bounded run."""
+def pipeline_source(config: PipelineConfig) -> Source:
+    """The source a pipeline file describes; read aligned in event time unless its ``backfill`` says otherwise,
+    bounded runs and streaming ones alike (a backlog is a backlog, whether the job will stop at its end)."""
     source = config.source
     if isinstance(source, FilesSourceConfig):
-        backfill = source.backfill or Backfill(aligned=bounded)
+        backfill = source.backfill or Backfill()
         return FileSource(source.path, source.max_files_per_trigger, aligned=backfill.aligned,
-                          step_ms=backfill.step_ms, target_records=backfill.target_records)  # fmt: skip
+                          step_ms=backfill.step_ms, target_records=backfill.target_records,
+                          max_batch_records=source.max_batch_records,
+                          max_batch_bytes=source.max_batch_bytes)  # fmt: skip
     options = kafka_reader_options(source, checkpoint=str(config.checkpoint))
     return KafkaSource(options, time_field_fallback=source.time_field_fallback)
 
@@ -107,9 +110,11 @@ def kafka_reader_options(source: KafkaSourceConfig, checkpoint: str | None = Non
         options["commitgroup"] = group
     if source.max_records_per_batch is not None:
         options["maxrecordsperbatch"] = str(source.max_records_per_batch)
-    if source.backfill is not None and source.backfill.aligned:
-        options["alignstepms"] = str(source.backfill.step_ms)
-        options["aligntargetrecords"] = str(source.backfill.target_records)
+    # Aligned by default with sparkcep's reader; the official connector cannot align, so it reads as it comes.
+    backfill = source.backfill or Backfill(aligned=source.implementation == "python")
+    if backfill.aligned:
+        options["alignstepms"] = str(backfill.step_ms)
+        options["aligntargetrecords"] = str(backfill.target_records)
     if source.implementation == "spark-connector":
         options["implementation"] = "spark-connector"
     options.update({f"kafka.{name}": value for name, value in source.properties.items()})
@@ -146,9 +151,9 @@ def run_job(
 
     The job's state (starting, running, stopped, failed) and a heartbeat are kept in
     ``CHECKPOINT/sparkcep/status.json`` (:mod:`sparkcep.jobstatus`) for the console and operators. ``on_start``
-    gets the Spark UI's address (None when the UI is off) once the session is up; ``on_batch`` gets every
-    micro-batch's metrics on the driver, right after the batch is written. ``log`` names the file Spark's output
-    goes to, for the summary.
+    gets the Spark UI's address (None when the UI is off) once the query runs (a live one once it is warm, see
+    Pipeline.run_streaming); ``on_batch`` gets every micro-batch's metrics on the driver, right after the batch is
+    written. ``log`` names the file Spark's output goes to, for the summary.
     """
     started = time.monotonic()
     state_dir = location(job.config.checkpoint_dir) / "sparkcep"
@@ -157,11 +162,14 @@ def run_job(
     try:
         spark = get_or_create_session(session) if isinstance(session, SparkSettings) else session
         spark_ui = spark.sparkContext.uiWebUrl
-        status.set("running", spark_ui=spark_ui)
-        if on_start is not None:
-            on_start(spark_ui)
+
+        def running() -> None:  # once the query runs (a live one: once it is warm)
+            status.set("running", spark_ui=spark_ui)
+            if on_start is not None:
+                on_start(spark_ui)
+
         result_started = time.monotonic()
-        pipeline = Pipeline(spark, job.rules, job.config, store=job.store, on_batch=on_batch)
+        pipeline = Pipeline(spark, job.rules, job.config, store=job.store, on_batch=on_batch, on_running=running)
         summary = pipeline.run_until_caught_up() if job.bounded else pipeline.run_streaming(job.stop_after_s)
     except BaseException as exc:
         status.close("stopped" if isinstance(exc, KeyboardInterrupt) else "failed", first_line(exc))

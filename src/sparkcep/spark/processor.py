@@ -29,9 +29,9 @@ from sparkcep.core.control import read_rules_record
 from sparkcep.core.engine import NO_WATERMARK, BatchResult, Engine, collector_paused
 from sparkcep.core.pages import BucketIndex, PageLimits, PageTraffic, open_bucket
 from sparkcep.core.program import CONTROL, Program
+from sparkcep.io.packed import unpack
 from sparkcep.outputs import KIND_DEAD, KIND_ERROR, KIND_LATE, KIND_METRIC, KIND_OUTPUT, dead_record, late_record
 from sparkcep.rules.model import RuleSet
-from sparkcep.spark.packing import unpack
 
 OUTPUT_SCHEMA = "kind string, name string, time long, payload string"
 # The bucket's index (sparkcep.core.pages.BucketIndex); a checkpoint from before pages holds the whole bucket
@@ -192,7 +192,7 @@ class EngineProcessor(StatefulProcessor):
             pairs: list[tuple[int, str]] = []
             origins: dict[str, str] = {}
             max_ts = NO_WATERMARK
-            for frame in rows:  # packed rows (sparkcep.spark.packing): lists of keysets, lines and origins
+            for frame in rows:  # packed rows (sparkcep.io.packed): lists of keysets, lines and origins
                 largest = unpack(frame, pairs, origins)
                 if largest is not None and largest > max_ts:
                     max_ts = largest

@@ -48,6 +48,7 @@ from sparkcep.core.control import flush_record
 from sparkcep.errors import CheckpointIncomplete, SparkcepError
 from sparkcep.failures import check_checkpoint_complete
 from sparkcep.io.files import FileSource
+from sparkcep.io.kafka.offsets import positions
 from sparkcep.io.kafka.source import KafkaSource
 from sparkcep.io.source import Source
 from sparkcep.io.storage import Location, location
@@ -233,8 +234,8 @@ def _input_offsets(old: Location, run: dict[str, Any], text: str) -> str | None:
         )
     if isinstance(offsets, dict) and "files" in offsets:
         return json.dumps(offsets, sort_keys=True)  # sparkcep's file reader
-    if isinstance(offsets, dict) and all(isinstance(v, int) and ":" in k for k, v in offsets.items()):
-        return json.dumps(offsets, sort_keys=True)  # sparkcep's Kafka reader
+    if isinstance(offsets, dict) and all(isinstance(v, int) and ":" in k for k, v in positions(offsets).items()):
+        return json.dumps(positions(offsets), sort_keys=True)  # sparkcep's Kafka reader
     raise RescaleError(
         f"checkpoint {old}: expected the offsets of sparkcep's file or Kafka reader, got {text!r:.200} (Spark's Kafka "
         "connector, implementation: spark-connector, cannot be rescaled yet)"

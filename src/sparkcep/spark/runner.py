@@ -18,10 +18,11 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from sparkcep.core.control import flush_record
+from sparkcep.core.control import flush_record, warmup_record
 from sparkcep.core.idle import IdleClock
 from sparkcep.core.pages import DEFAULT_PAGE_KEYS
 from sparkcep.core.program import Program
+from sparkcep.core.routing import CRC32, SPARK_MURMUR3
 from sparkcep.errors import CheckpointMismatch, RunError
 from sparkcep.io.files import SPARK_READER, FileSource
 from sparkcep.io.lag import SourceLag
@@ -80,6 +81,7 @@ class Pipeline:
         config: RunConfig,
         store: RuleStore | None = None,
         on_batch: Callable[[BatchMetrics], None] | None = None,
+        on_running: Callable[[], None] | None = None,
     ) -> None:
         if (rules is None) == (store is None):
             raise ValueError("give either a rule set or a rule store")
@@ -93,10 +95,12 @@ class Pipeline:
         self._query_checkpoint = self.checkpoint / "query"
         self.feed = None if store is None else RuleFeed(store, self.control_dir, config.buckets)
         self.on_batch = on_batch  # told of every batch once it is written (a progress line, a log)
+        self.on_running = on_running  # told once the query runs (a live one: once it is warm, see run_streaming)
         self.rules_seq = 0
         self.unreadable_rule_versions = 0  # store versions no validation accepts (their rules are held paused)
         self.replan_needed = False
         self.bucket_keys: tuple[int, ...] = ()  # set by _check_checkpoint
+        self.bucket_function = CRC32  # set by _check_checkpoint
         self.source: Source = config.source  # the file reader is the checkpoint's (set by _check_checkpoint)
         self._max_seen: int | None = None
         # This run's batches are those after the last one the checkpoint has now (a batch run again after a crash
@@ -162,10 +166,13 @@ class Pipeline:
                         f"this run has {name}={value!r}; use a new checkpoint directory"
                     )
         self.bucket_keys = self._bucket_keys(stored, path.exists())
+        # Checkpoints started while Spark routed lines keep Spark's hash of a key (their state is keyed by it).
+        self.bucket_function = str(stored.get("bucket_function", SPARK_MURMUR3 if path.exists() else CRC32))
         self.source = self._checkpoint_source(stored)
         self.control_dir.mkdir()
         rules_hash = hashlib.sha256(self.rules.to_json().encode()).hexdigest()[:16]
-        record = {**identity, "bucket_keys": list(self.bucket_keys), "rules_sha256": rules_hash}
+        record = {**identity, "bucket_keys": list(self.bucket_keys), "bucket_function": self.bucket_function,
+                  "rules_sha256": rules_hash}  # fmt: skip
         if isinstance(self.source, FileSource):
             record["file_reader"] = self.source.reader
         path.write_atomically(json.dumps(record, indent=1))
@@ -199,11 +206,16 @@ class Pipeline:
 
     # -- running ------------------------------------------------------------------------------------
 
-    def start(self, available_now: bool, trigger_interval: str | None = None) -> StreamingQuery:
+    def start(self, available_now: bool, trigger_interval: str | None = None, warm_up: bool = False) -> StreamingQuery:
+        """Plan and start the query; ``warm_up``: its first micro-batch also reads a warm-up record in every bucket
+        (see :meth:`run_streaming`)."""
         if self.feed is not None:
             self._load_rules_from_store()
         self.replan_needed = False
         self._check_checkpoint()
+        if warm_up:
+            lines = "".join(warmup_record(bucket) + "\n" for bucket in range(self.config.buckets))
+            (self.control_dir / f"warmup-{time.time_ns()}.jsonl").write_atomically(lines)
         # A rescaled checkpoint's first start continues the old query (sparkcep.spark.rescale); else as always.
         resume = query_start(self.spark, self.checkpoint, self.program.time_field, self.config.watermark_delay_ms)
         spec = QuerySpec(
@@ -212,6 +224,7 @@ class Pipeline:
             watermark_delay_ms=self.config.watermark_delay_ms,
             buckets=self.config.buckets,
             bucket_keys=self.bucket_keys,
+            bucket_function=self.bucket_function,
             rules_seq=self.rules_seq,
             max_ahead_ms=self.config.max_ahead_ms,
             page_keys=self.config.state_page_keys,
@@ -280,6 +293,8 @@ class Pipeline:
         """
         started = time.monotonic()
         query = self.start(available_now=False, trigger_interval="0 seconds")
+        if self.on_running is not None:
+            self.on_running()
         try:
             query.processAllAvailable()
             while self.replan_needed:  # a rule with a new grouping arrived: plan again, go on
@@ -310,10 +325,12 @@ class Pipeline:
             time.sleep(0.1)
 
     def run_streaming(self, stop_after_s: float | None = None) -> RunSummary:
-        """Run with a processing-time trigger until SIGINT/SIGTERM (or ``stop_after_s``)."""
+        """Run with a processing-time trigger until SIGINT/SIGTERM (or ``stop_after_s``).
+
+        The job is running once it is warm: its first micro-batch (with a warm-up record for every bucket, and any
+        input waiting) has started the Python workers, planned and compiled the query and opened every partition's
+        state, so the first input that arrives after start is processed at the speed of the ones after it."""
         started = time.monotonic()
-        query = self.start(available_now=False)
-        idle = self.idle_advancer()
         stopping = False
 
         def stop(_signum: int, _frame: FrameType | None) -> None:
@@ -321,7 +338,13 @@ class Pipeline:
             stopping = True
 
         previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        query = self.start(available_now=False, warm_up=True)
+        idle = self.idle_advancer()
         try:
+            while not stopping and query.isActive and self._warming(query):
+                time.sleep(0.1)
+            if self.on_running is not None:
+                self.on_running()
             while not stopping and query.isActive:
                 if stop_after_s is not None and time.monotonic() - started >= stop_after_s:
                     break
@@ -335,6 +358,14 @@ class Pipeline:
             if query.isActive:
                 query.stop()
         return self.summary(time.monotonic() - started)
+
+    def _warming(self, query: StreamingQuery) -> bool:
+        """Whether the first micro-batch of this run is still to be written (a failed query raises its error)."""
+        if (self.metrics_dir / f"batch-{self._first_batch:08d}.json").exists():
+            return False
+        if not query.isActive and query.exception() is not None:
+            raise RunError(f"the streaming query stopped while it warmed up: {query.exception()}")
+        return True
 
     def idle_advancer(self) -> IdleAdvancer | None:
         """What moves event time when input stops (``idle_advance_ms``; None when off), for a live query: the

@@ -32,6 +32,12 @@ class SparkSettings:
 # A JVM out of heap may lose a thread that Spark waits on (a task result getter) and hang for good: end it
 # instead, so the run fails with a message and its log rather than never returning.
 _EXIT_ON_OOM = "-XX:+ExitOnOutOfMemoryError"
+# The driver's JIT compiles with C1 only. Lines are read and routed in Python, so the JVM's share of a batch is
+# moving packed rows, planning and state I/O, and optimizing it with C2 cost more than it saved: on the 1M-order
+# backfill C2's compiler threads took half of the JVM's CPU (18 of 37 s), C1 alone brings the JVM to 21 s
+# (bench/README.md, "Where the time goes"). In local mode the driver is the executor too. A user's own
+# -XX:TieredStopAtLevel in spark.driver.extraJavaOptions comes later and wins.
+_QUICK_JIT = "-XX:TieredStopAtLevel=1"
 
 
 def base_conf(settings: SparkSettings) -> dict[str, str]:
@@ -47,13 +53,15 @@ def base_conf(settings: SparkSettings) -> dict[str, str]:
         # big Arrow batches: the Python side pays per batch, not per row
         "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
         "spark.sql.adaptive.enabled": "false",
+        # Workers forked from a daemon that imported pyspark, pandas and sparkcep once (sparkcep.spark.worker_daemon)
+        "spark.python.daemon.module": "sparkcep.spark.worker_daemon",
         **(
             {}
             if settings.shuffle_partitions is None
             else {"spark.sql.shuffle.partitions": str(settings.shuffle_partitions)}
         ),
         **settings.extra_conf,
-        "spark.driver.extraJavaOptions": f"{_EXIT_ON_OOM} {java_options}".strip(),
+        "spark.driver.extraJavaOptions": f"{_EXIT_ON_OOM} {_QUICK_JIT} {java_options}".strip(),
     }
 
 

@@ -1,6 +1,7 @@
 """Pure planning of Kafka micro-batches: which offsets each partition reads to (no client, no Spark).
 
-Offsets are ``{"topic:partition": next offset to read}``. A batch reads ``[start, end)`` per partition.
+Offsets are ``{"topic:partition": next offset to read}`` (and, in the checkpoint, ``"now"``: see
+:data:`NOW_KEY`). A batch reads ``[start, end)`` per partition.
 
 - Capped: at most ``max_records`` in all, shared between partitions in proportion to what each has waiting
   (remainders in partition order), so a batch is bounded and the split is deterministic.
@@ -16,6 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 Offsets = dict[str, int]
+# Not a partition: the wall clock (epoch ms) when sparkcep's reader planned the batch ending at these offsets.
+NOW_KEY = "now"
+
+
+def positions(offsets: Mapping[str, object]) -> Offsets:
+    """The partitions' offsets of a batch's end, without the planning clock (:data:`NOW_KEY`)."""
+    return {name: value for name, value in offsets.items() if name != NOW_KEY}  # type: ignore[misc]
 
 
 def partition_name(topic: str, partition: int) -> str:

@@ -5,7 +5,7 @@
   times in name order; :func:`sparkcep.io.file_plan.reading_order`), all inputs taken together as if they were
   one directory; lines in file order.
 - Record timestamp (CreateTime) = the event time of the line, read with the job's own grammar
-  (:func:`sparkcep.core.local.readable_time`). Alignment, offsets-for-times and event-time lag all read it.
+  (:func:`sparkcep.core.routing.readable_time`). Alignment, offsets-for-times and event-time lag all read it.
 - A line without a readable time is produced all the same (the job dead-letters it) and counted. It carries the
   time of the line before it (of the input's first readable line when none came before): a wall-clock timestamp
   in a replayed history would hold an aligned backfill back until event time reached today. ``strict`` refuses
@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 
 from sparkcep.core.lines import InvalidText, decode_line, is_blank
-from sparkcep.core.local import readable_time
+from sparkcep.core.routing import readable_time
 from sparkcep.errors import SparkcepError
 from sparkcep.io.file_plan import Listed, is_input, reading_order
 from sparkcep.io.kafka.client import check_no_inline_secrets, resolve_properties

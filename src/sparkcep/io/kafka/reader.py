@@ -15,13 +15,19 @@ re-run after a crash reads exactly the same records. Options (Spark lower-cases 
   (:mod:`sparkcep.io.alignment`);
 - ``aligntargetrecords``: the records an aligned batch aims at when its step adapts (default 200,000);
 - ``timefield``: records whose JSON value lacks this field get it from the record timestamp (epoch ms);
-- ``kafka.<property>``: any librdkafka property; ``env:NAME`` values come from the environment.
+- ``kafka.<property>``: any librdkafka property; ``env:NAME`` values come from the environment;
+- ``routing``: a :class:`sparkcep.core.routing.RoutingSpec` as JSON: the tasks route the records they read and
+  hand Spark packed rows (:mod:`sparkcep.io.packed`), so no record is parsed in the JVM.
 
-Rows: ``value`` (the record value as text), ``topic``, ``partition``, ``offset``, ``timestamp`` (ms).
+Rows: with ``routing``, packed rows (:data:`sparkcep.io.packed.PACKED_DDL`), each record's origin its topic,
+partition and offset; without, ``value`` (the record value as bytes), ``topic``, ``partition``, ``offset``,
+``timestamp`` (ms). A batch's end offset also records the wall clock when it was planned (key ``now``), which
+routing judges event times against (the run's max time ahead), the same way when the batch runs again.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +38,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from sparkcep.io.alignment import DEFAULT_TARGET_RECORDS, Planned, StepRule, adapted_step
 from sparkcep.io.kafka import client as kafka
-from sparkcep.io.kafka.offsets import aligned, capped, partition_name, split_name
+from sparkcep.io.kafka.offsets import NOW_KEY, aligned, capped, partition_name, positions, split_name
+from sparkcep.io.packed import PACKED_DDL
 from sparkcep.timeutil import parse_event_time
 
 SOURCE_NAME = "sparkcep_kafka"
@@ -40,6 +47,7 @@ SOURCE_NAME = "sparkcep_kafka"
 # as a dead letter, exactly as for a line of a file (see sparkcep.spark.query).
 SCHEMA = "value binary, topic string, partition int, offset long, timestamp long"
 _PROPERTY_PREFIX = "kafka."
+_RECORDS_PER_PACK = 20_000  # records routed into one packed batch: a row per bucket for this many records
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,7 @@ class ReaderOptions:
     align_target: int
     time_field: str | None
     properties: dict[str, str]
+    routing: str | None = None  # a RoutingSpec as JSON: packed rows out
 
     @classmethod
     def parse(cls, options: dict[str, str]) -> ReaderOptions:
@@ -71,6 +80,7 @@ class ReaderOptions:
             align_target=int(target) if target else DEFAULT_TARGET_RECORDS,
             time_field=options.get("timefield") or None,
             properties=properties,
+            routing=options.get("routing") or None,
         )
 
 
@@ -82,6 +92,8 @@ def _given_offsets(starting: str) -> dict[str, int] | None:
         data = orjson.loads(starting)
     except orjson.JSONDecodeError:
         data = None
+    if isinstance(data, dict):
+        data = positions(data)
     if not isinstance(data, dict) or not all(isinstance(v, int) and ":" in k for k, v in data.items()):
         raise kafka.KafkaError(
             f"Kafka source option 'startingoffsets': expected earliest, latest, an event time or offsets as "
@@ -96,6 +108,7 @@ class KafkaRange(InputPartition):
     partition: int
     start: int
     end: int
+    now_ms: int | None = None  # the batch's wall clock (see the module docs)
 
 
 class KafkaDataSource(DataSource):
@@ -104,7 +117,7 @@ class KafkaDataSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> str:
-        return SCHEMA
+        return PACKED_DDL if self.options.get("routing") else SCHEMA
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         return KafkaStreamReader(ReaderOptions.parse(dict(self.options)))
@@ -155,6 +168,12 @@ class KafkaStreamReader(DataSourceStreamReader):
         return ReadMaxRows(self.options.max_records) if self.options.max_records else ReadAllAvailable()
 
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+        end = self._latest(positions(start), limit)
+        if end == positions(start):
+            return start  # nothing new: the same offsets, so that Spark plans no batch
+        return {**end, NOW_KEY: int(time.time() * 1000)}
+
+    def _latest(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
         client = self._consumer()
         end: dict[str, int] = {}
         for topic, partition in kafka.list_partitions(client, self.options.topics):
@@ -190,15 +209,42 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[KafkaRange]:
         ranges = []
-        for name in sorted(end):
+        now = end.get(NOW_KEY)
+        ends, starts = positions(end), positions(start)
+        for name in sorted(ends):
             topic, partition = split_name(name)
-            first = start.get(name, end[name])
-            if end[name] > first:
-                ranges.append(KafkaRange(topic, partition, first, end[name]))
+            first = starts.get(name, ends[name])
+            if ends[name] > first:
+                ranges.append(KafkaRange(topic, partition, first, ends[name], now))
         return ranges
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, KafkaRange)
+        if self.options.routing is None:
+            yield from self._records(partition)
+            return
+        from sparkcep.core.routing import Router, RoutingSpec
+        from sparkcep.io.packed import packed_batches
+
+        router = Router(RoutingSpec.from_json(self.options.routing))
+        # A batch planned before its wall clock was recorded (an older checkpoint's last batch) is judged now.
+        now = partition.now_ms if partition.now_ms is not None else int(time.time() * 1000)
+        values: list[bytes] = []
+        origins: list[str | None] = []
+        topic = orjson.dumps(partition.topic).decode()
+        for value, _topic, number, offset, _timestamp in self._records(partition):
+            if value is None:
+                continue  # a tombstone: no event
+            values.append(value)
+            # As Spark's to_json(struct(topic, partition, offset)) writes it.
+            origins.append(f'{{"topic":{topic},"partition":{number},"offset":{offset}}}')
+            if len(values) >= _RECORDS_PER_PACK:
+                yield from packed_batches(router, values, origins, now)
+                values, origins = [], []
+        if values:
+            yield from packed_batches(router, values, origins, now)
+
+    def _records(self, partition: KafkaRange) -> Iterator[tuple[Any, ...]]:
         from confluent_kafka import KafkaError as ClientError
         from confluent_kafka import TopicPartition
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sparkcep.core.routing import RoutingSpec
 from sparkcep.io.kafka.client import KafkaError, resolve_properties
 from sparkcep.io.lag import SourceLag
 
@@ -42,12 +43,20 @@ class KafkaSource:
             options["timefield"] = time_field
         return dict(sorted(options.items()))
 
-    def lines(self, spark: SparkSession, time_field: str) -> DataFrame:
+    def packed(self, spark: SparkSession, routing: RoutingSpec) -> DataFrame:
         from pyspark.sql import functions as F
 
-        records = kafka_records(spark, self.reader_options(time_field))
+        options = self.reader_options(routing.time_field)
+        if options.get("implementation", "python") != "spark-connector":
+            from sparkcep.io.kafka.reader import SOURCE_NAME, KafkaDataSource
+
+            spark.dataSource.register(KafkaDataSource)
+            return spark.readStream.format(SOURCE_NAME).options(**options, routing=routing.to_json()).load()
+        from sparkcep.io.packed import pack_in_spark
+
+        records = kafka_records(spark, options)
         origin = F.to_json(F.struct("topic", "partition", "offset"))
-        return records.where(F.col("value").isNotNull()).select("value", origin.alias("origin"))
+        return pack_in_spark(records.where(F.col("value").isNotNull()).select("value", origin.alias("origin")), routing)
 
     def progress(self, offset: Mapping[str, Any] | None, time_field: str) -> list[SourceLag]:
         """Lag per topic-partition behind ``offset`` (the batch's end, either reader's form), in records and in

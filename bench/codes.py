@@ -1,0 +1,47 @@
+"""Which sparkcep code a benchmark runs: a git revision's sources or this checkout's, chosen by PYTHONPATH.
+
+The package is installed editable through a plain ``.pth`` path, so ``PYTHONPATH=<tree>/src`` wins over it and
+one virtualenv runs any revision. Nothing here imports sparkcep: a harness can pick which sources it imports
+itself only after a baseline is checked out.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Code:
+    """Which code runs: a name, the PYTHONPATH that selects its sources, and extra ``run`` options."""
+
+    name: str
+    pythonpath: str
+    options: tuple[str, ...] = ()
+
+
+def environment(code: Code) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = code.pythonpath
+    return env
+
+
+def baseline_worktree(revision: str, workdir: Path) -> Path:
+    """A detached git worktree of ``revision`` at ``WORKDIR/baseline-<short sha>``, added once and reused."""
+    sha = git("rev-parse", "--short", "--verify", f"{revision}^{{commit}}")
+    tree = workdir / f"baseline-{sha}"
+    if not tree.exists():
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", str(tree), sha], check=True)
+    elif git("-C", str(tree), "rev-parse", "--short", "HEAD") != sha:
+        raise SystemExit(f"{tree} is not at {sha}: move it away or choose another work directory")
+    return tree
+
+
+def git(*args: str) -> str:
+    """The output of a git command run in this checkout (``-C`` in ``args`` moves it elsewhere)."""
+    done = subprocess.run(["git", "-C", str(ROOT), *args], check=True, capture_output=True, text=True)
+    return done.stdout.strip()
