@@ -2,6 +2,7 @@
 
     bench/check --baseline fae6ee2                       # every standard workload, 1M events
     bench/check --baseline fae6ee2 --workloads orders,live-100k --repeat 3 --record
+    bench/check --baseline fae6ee2 --workloads live-100k,kafka-live-100k --live-files 75 --stall 60
 
 The baseline is checked out once into ``WORKDIR/baseline-<short sha>`` (a detached git worktree, reused) and
 run with ``PYTHONPATH=<worktree>/src``; the current code with ``PYTHONPATH=<repo>/src`` (or ``--current``). Both
@@ -18,15 +19,30 @@ Workloads (``--workloads``, default all of them; PyFlink only with ``--flink-pyt
   oracle (``python -m sparkcep.oracle``), timed in the same rounds.
 - ``patterns``: bench/pattern_workload.py's ten processors over its card events (200,000 unless
   ``--events-for patterns=N``). Reference: the pure engine in one process (bench/local_engine.py).
-- ``live-100k``, ``live-1m`` (any ``live-<N>[k|m]``): run_state_bench.py's live-at-scale scenario.
+- ``live-100k``, ``live-1m`` (any ``live-<N>[k|m]``): run_state_bench.py's live-at-scale scenario: a backfill
+  of N open orders, then ``--live-files`` files of 1,000 events, one every ``--interval`` seconds, while
+  ``sparkcep run --trigger-interval 1s`` streams; file arrival to the end of the micro-batch that read it.
 - ``kafka``: the orders events from a 4-partition topic of the development broker (tests/servers.py), a bounded
   ``sparkcep run --config pipeline.yaml --until-caught-up``; reference: the oracle over the same events.
+- ``kafka-live-100k`` (any ``kafka-live-<N>[k|m]``): the live scenario from Kafka (checks/kafka_live.py): the
+  backfill produced to a 4-partition topic of a fresh development broker, a streaming ``sparkcep run --config
+  pipeline.yaml`` (trigger 1s, the python Kafka source), then a batch of 1,000 events produced every interval;
+  a batch's produce (flush returned) to the end of the micro-batch whose offsets passed it.
+
+``--stall SECONDS`` (live workloads; checks/stall.py): after a third of the live inputs, the job's whole process
+tree (CLI driver, JVM, Python workers) is stopped with SIGSTOP while inputs keep arriving, and resumed with
+SIGCONT SECONDS later (always, also when the harness is interrupted). Reported per run: seconds from the resume
+until the last input placed during the stall was output ("drained s after stall"), the inputs waiting at the
+resume, and latencies over the inputs placed outside the stall (those placed during it wait by construction).
+The inputs are not more for it: give ``--live-files`` enough for some to arrive after the stall (60 s at 2 s
+takes 30 of them: ``--live-files 75`` leaves 20 after it).
 - ``--flink-python PATH``: /work/shared/peers/flink_ceg.py once over the orders input.
 
 Measured per run: wall seconds (process start to exit), events/s (events over wall seconds, events = every line
 including redelivered copies), peak RSS of the whole process tree (sampled every 0.1 s, orphans included), CPU
 seconds of the whole process tree and CPU µs per event, and whether the outputs are those of the reference and
-the same for both codes. CPU counts the command's own time plus, through ``wait4``, every descendant reaped in
+the same for both codes (live workloads: latencies, inputs read, whether a backlog grew; see checks/live.py).
+CPU counts the command's own time plus, through ``wait4``, every descendant reaped in
 the chain below it; the processes it leaves behind (Spark's JVM outlives the driver) are re-parented to this
 process (a child subreaper) and reaped here too; PySpark's forked workers, reaped by the kernel because their
 daemon ignores SIGCHLD, count by their last sample (bench/treerss.py, ``TreeWatch``). Not counted: such a
@@ -45,6 +61,8 @@ the start and the end, to "## bench/check history" at the end of bench/README.md
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import itertools
 import json
 import os
 import shlex
@@ -78,6 +96,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=1, help="rounds per code; the report shows medians")
     parser.add_argument("--live-files", type=int, default=LIVE_FILES, help="live files of 1,000 events")
     parser.add_argument("--interval", type=float, default=INTERVAL_S, help="seconds between two live files")
+    parser.add_argument("--stall", type=float, default=0.0, metavar="SECONDS",
+                        help="live workloads: stop the job's processes for this long after a third of the live "
+                             "inputs (default 0: no stall)")  # fmt: skip
     parser.add_argument("--kafka-settle", type=float, default=60.0,
                         help="at most this many seconds for the broker to go quiet after producing")  # fmt: skip
     parser.add_argument("--flink-python", type=Path, help="a python with apache-flink==2.3.0: adds the PyFlink peer")
@@ -124,6 +145,8 @@ def prepare(args: argparse.Namespace) -> tuple[Setup, Plan]:
     """Check the arguments, check out the baseline and choose the sparkcep the harness itself imports."""
     if args.repeat < 1:
         raise SystemExit("--repeat: at least 1")
+    if args.stall < 0 or args.interval <= 0 or args.live_files < 1:
+        raise SystemExit("--stall: 0 or more seconds; --interval: more than 0; --live-files: at least 1")
     if not (args.current / "sparkcep" / "__init__.py").is_file():
         # Else PYTHONPATH would name nothing and the installed checkout's sources would run unnoticed.
         raise SystemExit(f"--current {args.current}: no sparkcep package there")
@@ -132,13 +155,14 @@ def prepare(args: argparse.Namespace) -> tuple[Setup, Plan]:
     tree = baseline_worktree(args.baseline, workdir)
     # Before anything imports sparkcep: the harness reads and writes with the baseline's (see the docstring).
     sys.path.insert(0, str(tree / "src"))
-    from checks.live import Feed
+    from checks.live import is_live
     from checks.runs import Setup, say
+    from checks.stall import Feed
     from checks.suite import STANDARD, Plan, unknown
 
     workloads = args.workloads.split(",") if args.workloads else list(STANDARD)
     if unknown(workloads):
-        known = ", ".join([*STANDARD, "live-<N>[k|m]"])
+        known = ", ".join([*STANDARD, "live-<N>[k|m]", "kafka-live-<N>[k|m]"])
         raise SystemExit(f"--workloads: unknown {', '.join(unknown(workloads))} (known: {known})")
     if args.flink_python is not None and "orders" not in workloads:
         workloads.insert(0, "orders")  # the peer runs over the orders input and is compared with its oracle
@@ -146,24 +170,42 @@ def prepare(args: argparse.Namespace) -> tuple[Setup, Plan]:
     current = Code("current", str(args.current.resolve()))
     reference = baseline if args.reference_code == "baseline" else current
     setup = Setup(workdir, baseline, current, reference, args.repeat, args.timeout)
-    plan = Plan(workloads, args.events, events_for(args.events_for), Feed(args.live_files, args.interval),
-                args.kafka_settle, args.flink_python)  # fmt: skip
+    feed = Feed(args.live_files, args.interval, args.stall)
+    plan = Plan(workloads, args.events, events_for(args.events_for), feed, args.kafka_settle,
+                args.flink_python)  # fmt: skip
     say(f"baseline {tree.name} ({tree}), current {current.pythonpath}, work directory {workdir}")
+    if args.stall > 0 and any(is_live(name) for name in workloads) and feed.after_stall() == 0:
+        enough = next(n for n in itertools.count(args.live_files) if dataclasses.replace(feed, files=n).after_stall())
+        say(f"--stall {args.stall:g}: no live input arrives after the stall, the latencies are over the first "
+            f"{feed.stall_index} only (--live-files {enough} or more: some arrive after it)")  # fmt: skip
     return setup, plan
 
 
 def report(runs: list[Run], workloads: list[str], repeat: int) -> str:
-    from checks.report import bounded_table, failures, flink_table, live_table, reference_table
+    from checks.live import is_live
+    from checks.report import (
+        bounded_table,
+        failures,
+        flink_table,
+        live_table,
+        reference_table,
+        stall_note,
+        stall_table,
+        stalled,
+    )
     from checks.targets import targets
 
-    live = [name for name in workloads if name.startswith("live-")]
+    live = [name for name in workloads if is_live(name)]
     bounded = [name for name in workloads if name not in live]
     parts = [f"Medians of {repeat} run(s) per code; ratio = current / baseline."]
     if bounded:
         parts += ["**Bounded workloads**", bounded_table(runs, bounded),
                   "**References** (one process, no Spark)", reference_table(runs, bounded)]  # fmt: skip
     if live:
-        parts += ["**Live at scale** (file arrival to output)", live_table(runs, live)]
+        parts += ["**Live at scale** (an input's arrival to output: live-<N>, files of 1,000 events; "
+                  "kafka-live-<N>, batches of 1,000 events produced to Kafka)", live_table(runs, live)]  # fmt: skip
+    if stalled(runs, live):
+        parts += [stall_note(runs, live), "**After a stall**", stall_table(runs, stalled(runs, live))]
     if any(run.who == "flink" for run in runs):
         parts += ["**PyFlink peer**", flink_table(runs)]
     parts.append(targets(runs, live))

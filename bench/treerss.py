@@ -168,6 +168,15 @@ class TreeWatch:
         if self._exit is None:
             os.kill(self._proc.pid, signum)
 
+    def roots(self) -> list[psutil.Process]:
+        """The tops of the tree to signal as a whole: the command while it runs, then the processes it left
+        behind (re-parented here); their descendants are theirs to list."""
+        found = self._orphans() if self._subreaper else []
+        if self._exit is None:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                found.insert(0, psutil.Process(self._proc.pid))
+        return found
+
     def wait(self, timeout_s: float | None = None) -> TreeFigures:
         """Wait for the command (killed with its tree after ``timeout_s``) and what it left behind."""
         self._waiter.join(timeout_s)

@@ -168,3 +168,28 @@ def test_digit_text_is_epoch_milliseconds_not_a_year(value: str) -> None:
 )  # fmt: skip
 def test_times_outside_the_supported_range_or_grammar_are_refused(value: object) -> None:
     assert read_event_time(value) is None
+
+
+def test_a_known_minute_reads_its_times_as_the_pattern_does() -> None:
+    """Wire-format times of a minute read before take a shortcut past the pattern: every value reads the same with
+    the minutes known as without them, mutations of the seconds, milliseconds and separators included."""
+    from sparkcep import timeutil
+
+    rng = random.Random(5)
+    base = datetime(2024, 2, 28, 23, 58, tzinfo=UTC)
+    values: list[str] = []
+    for _ in range(4000):
+        moment = base + timedelta(milliseconds=rng.randrange(0, 4 * 60_000))
+        text = moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+        chars = list(text)
+        if rng.random() < 0.5:  # one character of the seconds, milliseconds or separators changed
+            chars[rng.randrange(16, 24)] = rng.choice("0123456789:.Zz+-T \u0661")
+        values.append("".join(chars))
+    timeutil._MINUTE_MS.clear()
+    cold = [read_event_time(value) for value in values]  # each minute's first value fills the table
+    warm = [read_event_time(value) for value in values]
+    timeutil._MINUTE_MS.clear()
+    fresh = [read_event_time(value) for value in values[::-1]]
+    assert cold == warm == fresh[::-1]
+    assert len(timeutil._MINUTE_MS) >= 4
+    assert sum(ms is None for ms in warm) > 100  # the mutations really test refusals

@@ -4,6 +4,8 @@
 - ``data``: the generated inputs, made once per parameters and reused.
 - ``suite``: which workloads run, in what order.
 - ``bounded``: bounded workloads from files or Kafka, compared with the oracle or the pure engine.
-- ``live``, ``kafka``, ``flink``: the live-at-scale scenario, the Kafka workload, the PyFlink peer.
+- ``live``, ``kafka_live``: the live-at-scale scenario from files and from Kafka; ``stall``: feeding their live
+  inputs on a schedule, with ``--stall`` stopping and resuming the job's process tree.
+- ``kafka``, ``flink``: the bounded Kafka workload, the PyFlink peer.
 - ``report``, ``targets``, ``history``: the Markdown tables, the issue's targets, the README history.
 """

@@ -34,6 +34,8 @@ LIVE_METRICS = (
     Metric("max s", lambda r: r.extra.get("latency_s_max"), 2, "lower"),
     Metric("peak RSS MB", lambda r: r.peak_rss_mb, 0, "lower"),
 )
+DRAINED = Metric("drained s after stall", lambda r: r.extra.get("drained_s_after_stall"), 2, "lower")
+WAITING = Metric("waiting at the resume", lambda r: r.extra.get("waiting_at_resume"), 0, "lower")
 
 
 def of(runs: list[Run], workload: str, who: str) -> list[Run]:
@@ -132,13 +134,48 @@ def reference_table(runs: list[Run], workloads: list[str]) -> str:
 
 
 def live_table(runs: list[Run], workloads: list[str]) -> str:
-    head = ["workload", "events", *compared(LIVE_METRICS), "files read: baseline", "files read: current",
+    head = ["workload", "events", *compared(LIVE_METRICS), "inputs read: baseline", "inputs read: current",
             "backlog grew: baseline", "backlog grew: current"]  # fmt: skip
     rows = [[name, events(runs, name), *compared_cells(runs, name, LIVE_METRICS),
              *(files_read(of(runs, name, who)) for who in (BASELINE, CURRENT)),
              *(backlog(of(runs, name, who)) for who in (BASELINE, CURRENT))]
             for name in workloads]  # fmt: skip
     return table(head, rows)
+
+
+def stalled(runs: list[Run], workloads: list[str]) -> list[str]:
+    """The live workloads that ran with a stall."""
+    return [name for name in workloads if any("stall_s" in r.extra for r in runs if r.workload == name)]
+
+
+def stall_note(runs: list[Run], workloads: list[str]) -> str:
+    """What a stall changes in the live table's figures."""
+    seconds = sorted({r.extra["stall_s"] for r in runs if r.workload in workloads and "stall_s" in r.extra})
+    stalls = ", ".join(f"{found:g} s" for found in seconds)
+    return (f"With a stall ({stalls}: the job's whole process tree stopped with SIGSTOP after a third of the live "
+            "inputs, inputs arriving meanwhile), the latencies and the backlog's growth are over the inputs placed "
+            "outside the stall: those placed during it wait by construction.")  # fmt: skip
+
+
+def stall_table(runs: list[Run], workloads: list[str]) -> str:
+    head = ["workload", "stall s", "inputs placed during the stall", "waiting at the resume: baseline",
+            "waiting at the resume: current", *compared((DRAINED,))]  # fmt: skip
+    rows = []
+    for name in workloads:
+        ok = [r for r in runs if r.workload == name and r.ok and "stall_s" in r.extra]
+        during = sorted({r.extra["stall_inputs"] for r in ok})
+        waiting = [cell(of(runs, name, who), WAITING) for who in (BASELINE, CURRENT)]
+        drained = [drained_cell(of(runs, name, who)) for who in (BASELINE, CURRENT)]
+        rows.append([name, f"{ok[0].extra['stall_s']:g}" if ok else "-", "/".join(map(str, during)) or "-",
+                     *waiting, *drained, ratio(runs, name, DRAINED)])  # fmt: skip
+    return table(head, rows)
+
+
+def drained_cell(runs: list[Run]) -> str:
+    """The median seconds from the resume to the output of the last input placed during the stall; NOT DRAINED
+    when a round never output it (within the time the check waits)."""
+    never = sum(1 for r in runs if r.ok and r.extra.get("stall_s") and r.extra["drained_s_after_stall"] is None)
+    return f"NOT DRAINED ({never}/{len(runs)})" if never else cell(runs, DRAINED)
 
 
 def files_read(runs: list[Run]) -> str:

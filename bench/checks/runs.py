@@ -111,9 +111,14 @@ def said(run: Run) -> str:
         return f"{where}: FAILED: {run.error}"
     if "latency_s_p90" in run.extra:  # a live run
         live = run.extra
+        stall = ""
+        if "stall_s" in live:
+            after = live["drained_s_after_stall"]
+            stall = (f", {live['waiting_at_resume']} inputs waiting at the resume after a {live['stall_s']:g} s stall, "
+                     + (f"drained {after} s after it" if after is not None else "NOT DRAINED"))  # fmt: skip
         return (f"{where}: arrival to output p50 {live['latency_s_p50']} s, p90 {live['latency_s_p90']} s, max "
-                f"{live['latency_s_max']} s, {live['live_files_processed']}/{live['live_files']} files read, "
-                f"backlog grew: {live['backlog_grew']}, {run.peak_rss_mb or 0:,.0f} MB")  # fmt: skip
+                f"{live['latency_s_max']} s, {live['live_files_processed']}/{live['live_files']} inputs read, "
+                f"backlog grew: {live['backlog_grew']}{stall}, {run.peak_rss_mb or 0:,.0f} MB")  # fmt: skip
     return (f"{where}: {run.wall_s or 0:.1f} s, {run.events_per_s or 0:,.0f} events/s, CPU "
             f"{run.cpu_us_per_event or 0:.1f} µs/event, {run.peak_rss_mb or 0:,.0f} MB, same as reference: "
             f"{run.same_as_reference}")  # fmt: skip

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,12 +11,14 @@ from checks import data
 from checks.bounded import ORACLE, PURE_ENGINE, Bounded, Reference, run_bounded
 from checks.flink import run_flink
 from checks.kafka import run_kafka
-from checks.live import Feed, run_live
+from checks.kafka_live import run_kafka_live
+from checks.live import is_live, run_live
 from checks.runs import Run, Setup, said, say
+from checks.stall import Feed
 
 # The workloads from simulated files, with their rule files and the generator they read.
 SIMULATED = {"orders": "orders", "devices": "devices", "fraud": "transactions"}
-STANDARD = ("orders", "devices", "fraud", "patterns", "live-100k", "live-1m", "kafka")
+STANDARD = ("orders", "devices", "fraud", "patterns", "live-100k", "live-1m", "kafka", "kafka-live-100k")
 DEFAULT_EVENTS = {"patterns": 200_000}  # 10 patterns over 1M events take minutes per code
 
 
@@ -35,8 +36,8 @@ class Plan:
 
 
 def unknown(workloads: list[str]) -> list[str]:
-    """The names that are no workload (live workloads take any size: live-5000, live-20k, live-2m)."""
-    return [name for name in workloads if name not in STANDARD and not re.fullmatch(r"live-\d+[km]?", name)]
+    """The names that are no workload (live workloads take any size: live-5000, live-20k, kafka-live-2m)."""
+    return [name for name in workloads if name not in STANDARD and not is_live(name)]
 
 
 def run_all(setup: Setup, plan: Plan) -> list[Run]:
@@ -55,6 +56,8 @@ def run_all(setup: Setup, plan: Plan) -> list[Run]:
             done, _ = run_bounded(setup, Bounded(name, found, found.base / "rules.json", PURE_ENGINE))
         elif name == "kafka":
             done, _ = run_kafka(setup, data.kafka_orders(setup.workdir, plan.events_of(name)), plan.kafka_settle_s)
+        elif name.startswith("kafka-live-"):
+            done = run_kafka_live(setup, name, plan.feed, plan.kafka_settle_s)
         else:
             done = run_live(setup, name, plan.feed)
         runs += done

@@ -18,6 +18,7 @@ import pickle
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any, Final
 
 import orjson
@@ -205,6 +206,15 @@ def add_counts(into: dict[str, int], counts: dict[str, int]) -> None:
         into[name] = into.get(name, 0) + count
 
 
+def _has_copies(ready: list[Buffered]) -> bool:
+    """Whether two neighbours of ``ready`` (sorted) share a non-empty id and a time: most keys have no copies, and
+    finding none is cheaper than :meth:`Engine._drop_copies`'s bookkeeping."""
+    return any(
+        later[EVENT_ID] and later[EVENT_ID] == earlier[EVENT_ID] and later[EVENT_TIME] == earlier[EVENT_TIME]
+        for earlier, later in pairwise(ready)
+    )
+
+
 def _same_content(kept: Buffered, copy: Buffered) -> bool:
     """Whether two buffered events with one id and time carry the same JSON value."""
     if kept[EVENT_CRC] == copy[EVENT_CRC] and event_line(kept) == event_line(copy):
@@ -362,7 +372,7 @@ class Engine:
                     break
             ready, pending = pending[:cut], pending[cut:]
             key_state[KEY_PENDING] = pending
-            if self._deduplicate and len(ready) > 1:
+            if self._deduplicate and len(ready) > 1 and _has_copies(ready):
                 ready = self._drop_copies(ready, result)
             self._dispatch(key, states, ready, out, errors)
         if states:

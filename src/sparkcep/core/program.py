@@ -42,7 +42,7 @@ _RESERVED_REASON = f"fields {CONTROL_FIELD!r} and {BUCKET_FIELD!r} are reserved 
 Event = tuple[int, str, int, str, tuple[tuple[int, Any], ...]]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs a setattr call per field, per line
 class Decoded:
     """One input line read for one keyset: the event (or None) and the reasons it was refused.
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sparkcep.errors import EnvironmentProblem
+from sparkcep.spark.home import use_compiled_pyspark
 from sparkcep.spark.java import JavaRuntime, find_java
 
 if TYPE_CHECKING:
@@ -80,6 +81,7 @@ def get_or_create_session(settings: SparkSettings | None = None) -> SparkSession
         # One machine: bind to loopback (no firewall prompt, no wrong interface). A cluster's executors must
         # reach the driver at an address they can route to, so a cluster master leaves Spark's choice.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        use_compiled_pyspark()
     from pyspark.errors import PySparkRuntimeError
     from pyspark.sql import SparkSession
 

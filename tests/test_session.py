@@ -1,0 +1,76 @@
+"""How a local session starts its Python processes: from the installed, compiled pyspark, and warm."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from sparkcep.spark import home, worker_daemon
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def _fake_pip_home(root: Path) -> Path:
+    real = root / "site-packages" / "pyspark"
+    (real / "bin").mkdir(parents=True)
+    (real / "bin" / "spark-submit").write_text("#!/bin/sh\n")
+    (real / "jars").mkdir()
+    (real / "python" / "lib").mkdir(parents=True)
+    (real / "python" / "lib" / "pyspark.zip").write_bytes(b"PK")
+    (real / "__init__.py").write_text("")
+    return real
+
+
+def test_the_linked_home_has_every_entry_but_the_zip_copy_and_is_made_once(tmp_path: Path) -> None:
+    real = _fake_pip_home(tmp_path)
+    made = home.linked_home(real, tmp_path / "cache")
+    assert sorted(p.name for p in made.iterdir()) == ["__init__.py", "bin", "jars"]
+    assert all(os.path.realpath(made / name) == str(real / name) for name in ("bin", "jars"))
+    assert (made / "bin" / "spark-submit").is_file() and not (made / "python").exists()
+    assert home.linked_home(real, tmp_path / "cache") == made  # kept while it matches
+    (real / "conf").mkdir()  # the installation changed: the links are made again
+    assert (home.linked_home(real, tmp_path / "cache") / "conf").is_dir()
+    assert len(list((tmp_path / "cache").iterdir())) == 1  # no half-made homes left behind
+
+
+def test_a_home_the_environment_chose_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPARK_HOME", "/opt/spark")
+    home.use_compiled_pyspark()
+    assert os.environ["SPARK_HOME"] == "/opt/spark"
+
+
+def test_the_daemon_drops_only_the_zips_of_the_installed_pyspark(tmp_path: Path) -> None:
+    real = _fake_pip_home(tmp_path)
+    path = [str(real / "python" / "lib" / "pyspark.zip"), "/opt/spark/python/lib/pyspark.zip", str(tmp_path)]
+    assert worker_daemon.without_bundled_copy(path, str(real)) == path[1:]
+    assert worker_daemon.without_bundled_copy(path, None) == path
+
+
+@pytest.fixture
+def worker_facts(spark: SparkSession) -> Iterator[dict[str, str]]:
+    import pyarrow as pa
+
+    def facts(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyspark
+
+        for _ in batches:
+            with open(f"/proc/{os.getppid()}/cmdline", "rb") as parent:
+                daemon = parent.read().replace(b"\0", b" ").decode()
+            yield pa.RecordBatch.from_pylist([{"pyspark": pyspark.__file__ or "", "daemon": daemon}])
+
+    rows = spark.range(1).mapInArrow(facts, "pyspark string, daemon string").collect()
+    yield rows[0].asDict()
+
+
+@pytest.mark.spark
+def test_workers_import_the_compiled_pyspark_and_start_with_it_imported(worker_facts: dict[str, str]) -> None:
+    """Not pyspark.zip, which Python compiles from source in every process (about 1.2 s of CPU each)."""
+    assert ".zip" not in worker_facts["pyspark"]
+    assert worker_facts["pyspark"].endswith(os.path.join("pyspark", "__init__.py"))
+    # Forked by sparkcep's daemon, which imported pyspark, pandas and sparkcep before it forked.
+    assert "-m sparkcep.spark.worker_daemon pyspark.worker" in worker_facts["daemon"]
