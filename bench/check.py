@@ -28,32 +28,34 @@ Workloads (``--workloads``, default all of them; PyFlink only with ``--flink-pyt
   backfill produced to a 4-partition topic of a fresh development broker, a streaming ``sparkcep run --config
   pipeline.yaml`` (trigger 1s, the python Kafka source), then a batch of 1,000 events produced every interval;
   a batch's produce (flush returned) to the end of the micro-batch whose offsets passed it.
-
-``--stall SECONDS`` (live workloads; checks/stall.py): after a third of the live inputs, the job's whole process
-tree (CLI driver, JVM, Python workers) is stopped with SIGSTOP while inputs keep arriving, and resumed with
-SIGCONT SECONDS later (always, also when the harness is interrupted). Reported per run: seconds from the resume
-until the last input placed during the stall was output ("drained s after stall"), the inputs waiting at the
-resume, and latencies over the inputs placed outside the stall (those placed during it wait by construction).
-The inputs are not more for it: give ``--live-files`` enough for some to arrive after the stall (60 s at 2 s
-takes 30 of them: ``--live-files 75`` leaves 20 after it).
 - ``--flink-python PATH``: /work/shared/peers/flink_ceg.py once over the orders input.
+
+``--stall SECONDS`` (live workloads; checks/stall.py): once a third of the live inputs arrived, the job's whole
+process tree (CLI driver, JVM, Python workers) is stopped with SIGSTOP while inputs keep arriving every interval,
+and resumed with SIGCONT SECONDS later (always: also when a process exits meanwhile or the harness is
+interrupted). Reported per run: seconds from the resume until the last input placed during the stall was output
+("drained s after stall"), the inputs waiting at the resume, and the latencies over the inputs placed outside
+the stall (those placed during it wait by construction); the target: drained within 30 s. The stall adds no
+inputs: give ``--live-files`` enough for some to arrive after it (a 60 s stall at 2 s takes 30 of them:
+``--live-files 75`` leaves 20 after it).
 
 Measured per run: wall seconds (process start to exit), events/s (events over wall seconds, events = every line
 including redelivered copies), peak RSS of the whole process tree (sampled every 0.1 s, orphans included), CPU
 seconds of the whole process tree and CPU µs per event, and whether the outputs are those of the reference and
 the same for both codes (live workloads: latencies, inputs read, whether a backlog grew; see checks/live.py).
-CPU counts the command's own time plus, through ``wait4``, every descendant reaped in
-the chain below it; the processes it leaves behind (Spark's JVM outlives the driver) are re-parented to this
-process (a child subreaper) and reaped here too; PySpark's forked workers, reaped by the kernel because their
-daemon ignores SIGCHLD, count by their last sample (bench/treerss.py, ``TreeWatch``). Not counted: such a
-worker's last 0.1 s, and processes that lived less than one sample under a parent that ignores SIGCHLD.
+CPU counts the command's own time plus, through ``wait4``, every descendant reaped in the chain below it; the
+processes it leaves behind (Spark's JVM outlives the driver) are re-parented to this process (a child
+subreaper) and reaped here too; PySpark's forked workers, reaped by the kernel because their daemon ignores
+SIGCHLD, count by their last sample (bench/treerss.py, ``TreeWatch``). Not counted: such a worker's last 0.1 s,
+and processes that lived less than one sample under a parent that ignores SIGCHLD.
 
 Generating inputs and reading outputs use the baseline's sparkcep (its sources go first on ``sys.path``): a
 half-edited ``src/`` can then fail the current code's runs, which the table shows, but not the check itself,
 and the inputs do not change with the code under test. The reference runs with the baseline's code too unless
 ``--reference-code current``.
 
-Writes ``WORKDIR/results/check-<time>.json`` (every run, every figure) and prints Markdown tables, the issue's
+Writes ``WORKDIR/results/check-<time>.json`` (every run, every figure; a live run's every input, its arrival
+and output and the stall, also in ``inputs.json`` in its run directory) and prints Markdown tables, the issue's
 targets and every failure. ``--record`` appends the report, dated, with the command line and the load average at
 the start and the end, to "## bench/check history" at the end of bench/README.md.
 """

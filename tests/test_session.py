@@ -74,3 +74,28 @@ def test_workers_import_the_compiled_pyspark_and_start_with_it_imported(worker_f
     assert worker_facts["pyspark"].endswith(os.path.join("pyspark", "__init__.py"))
     # Forked by sparkcep's daemon, which imported pyspark, pandas and sparkcep before it forked.
     assert "-m sparkcep.spark.worker_daemon pyspark.worker" in worker_facts["daemon"]
+
+
+@pytest.mark.spark
+def test_a_local_checkpoint_is_written_with_renames_and_the_session_keeps_its_own_setting(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Hadoop's FileContext starts a `readlink` process for every rename on a local disk: a query over a local
+    checkpoint starts with the FileSystem-based manager (rename(2)); others, and a user's setting, keep theirs."""
+    from sparkcep.io.storage import location
+    from sparkcep.spark.runner import checkpoint_files_for
+
+    key = "spark.sql.streaming.checkpointFileManagerClass"
+    with checkpoint_files_for(spark, location(tmp_path)):
+        assert spark.conf.get(key, None) == (
+            "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+        )
+    assert spark.conf.get(key, None) is None  # the session's own again, for its other queries
+    with checkpoint_files_for(spark, location("memory://sparkcep-test/ck")):  # another file system (hdfs://, s3a://)
+        assert spark.conf.get(key, None) is None
+    spark.conf.set(key, "my.own.Manager")
+    try:
+        with checkpoint_files_for(spark, location(tmp_path)):
+            assert spark.conf.get(key, None) == "my.own.Manager"
+    finally:
+        spark.conf.unset(key)

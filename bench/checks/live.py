@@ -152,13 +152,13 @@ def stream(setup: Setup, run: Run, job: LiveJob, keys: int, feed: Feed) -> Strea
     finally:
         with contextlib.suppress(ProcessLookupError):  # it may have ended just now
             watch.send_signal(signal.SIGINT)  # sparkcep stops its query and exits
-        figures = watch.wait(STOP_TIMEOUT_S)
-    run.measured(figures)
+        tree = watch.wait(STOP_TIMEOUT_S)
+    run.measured(tree)
     if failure is not None:
         run.fail(failure)
         return None
-    if figures.returncode != 0:
-        run.fail(f"exit status {figures.returncode} after SIGINT")
+    if tree.returncode != 0:
+        run.fail(f"exit status {tree.returncode} after SIGINT")
     return Streamed(backfill_s, feeding)
 
 

@@ -86,13 +86,11 @@ class Stall:
     def __init__(self, roots: Roots) -> None:
         self._roots = roots
         self._stopped: list[psutil.Process] = []  # in the order they were stopped: parents first
-
-    @property
-    def active(self) -> bool:
-        return bool(self._stopped)
+        self._ever = False  # whether stop() was called: without a stall, the resume has nothing to look for
 
     def stop(self) -> int:
         """SIGSTOP every process of the tree, top down; returns how many."""
+        self._ever = True
         seen: set[int] = set()
         level = self._roots()
         while level:
@@ -106,7 +104,7 @@ class Stall:
                     self._stopped.append(process)
                     halted(process)
                     below += process.children()  # listed once it halted: it forks nothing now
-                except psutil.NoSuchProcess:  # exited meanwhile (psutil also refuses a pid reused since)
+                except psutil.Error:  # exited meanwhile (psutil also refuses a pid reused since)
                     continue
             level = below
         return len(self._stopped)
@@ -117,7 +115,7 @@ class Stall:
         for process in reversed(stopped):
             with contextlib.suppress(psutil.Error):
                 process.send_signal(signal.SIGCONT)
-        for process in tree(self._roots()):  # a safety net: nothing of the job may stay stopped
+        for process in tree(self._roots()) if self._ever else []:  # a safety net: nothing may stay stopped
             with contextlib.suppress(psutil.Error):
                 if process.status() == psutil.STATUS_STOPPED:
                     process.send_signal(signal.SIGCONT)

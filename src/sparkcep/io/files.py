@@ -170,6 +170,10 @@ class FileSink:
             .select("name", "payload")
             .write.mode("overwrite")
             .option("maxRecordsPerFile", 0)  # one file per task and name: its number is the task's
+            # The staging area is published by renames of the driver's: Hadoop's committer need not move each
+            # file once more at job commit (algorithm 2 moves it at task commit) nor mark the job done.
+            .option("mapreduce.fileoutputcommitter.algorithm.version", "2")
+            .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
             .partitionBy("name")
             .text(staging.uri)
         )
