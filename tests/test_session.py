@@ -99,3 +99,31 @@ def test_a_local_checkpoint_is_written_with_renames_and_the_session_keeps_its_ow
             assert spark.conf.get(key, None) == "my.own.Manager"
     finally:
         spark.conf.unset(key)
+
+
+def test_a_class_archive_is_written_once_adopted_when_settled_and_used_after(tmp_path: Path) -> None:
+    from sparkcep.spark.class_archive import archive_options
+
+    cds, now, gone = tmp_path / "cds", 1_000_000.0, 2**22 + 7  # no process has that pid
+    first = archive_options("k1", cds, now=now, pid=gone)
+    assert first.startswith(f"-XX:ArchiveClassesAtExit={cds / f'k1.{gone}.dump'} ")  # the JVM writes it at exit
+    dump = cds / f"k1.{gone}.dump"
+    dump.write_bytes(b"archive")
+    os.utime(dump, (now, now))
+    # Being written (recent): neither used nor written a second time.
+    assert "-XX:" not in archive_options("k1", cds, now=now + 5, pid=1).replace("-Xlog", "")
+    # Settled, its writer gone: adopted and used; what an older installation left is removed.
+    old = cds / "k0.jsa"
+    old.write_bytes(b"old")
+    os.utime(old, (now, now))
+    assert archive_options("k1", cds, now=now + 60, pid=1).startswith(f"-XX:SharedArchiveFile={cds / 'k1.jsa'} ")
+    assert sorted(p.name for p in cds.iterdir()) == ["k1.jsa"]
+    assert "-Xlog:cds=off" in archive_options("k1", cds, now=now + 61, pid=1)  # a stale one is ignored silently
+
+
+def test_the_class_archive_options_come_before_the_users_java_options() -> None:
+    from sparkcep.spark.session import SparkSettings, base_conf
+
+    mine = SparkSettings(extra_conf={"spark.driver.extraJavaOptions": "-Dx=1"})
+    options = base_conf(mine, "-XX:SharedArchiveFile=/c/k.jsa -Xlog:cds=off")["spark.driver.extraJavaOptions"]
+    assert options.endswith("-XX:SharedArchiveFile=/c/k.jsa -Xlog:cds=off -Dx=1")

@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sparkcep.errors import EnvironmentProblem
+from sparkcep.spark.class_archive import class_archive_options
 from sparkcep.spark.home import use_compiled_pyspark
 from sparkcep.spark.java import JavaRuntime, find_java
 
@@ -41,8 +43,11 @@ _EXIT_ON_OOM = "-XX:+ExitOnOutOfMemoryError"
 _QUICK_JIT = "-XX:TieredStopAtLevel=1"
 
 
-def base_conf(settings: SparkSettings) -> dict[str, str]:
-    java_options = settings.extra_conf.get("spark.driver.extraJavaOptions", "")
+def base_conf(settings: SparkSettings, class_archive: str = "") -> dict[str, str]:
+    """The session's settings; ``class_archive``: the driver JVM's class-sharing options
+    (sparkcep.spark.class_archive), before the user's own Java options."""
+    mine = settings.extra_conf.get("spark.driver.extraJavaOptions", "")
+    java_options = f"{class_archive} {mine}".strip()
     return {
         # transformWithState needs RocksDB; changelog checkpointing writes only what changed per batch
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
@@ -73,22 +78,27 @@ def get_or_create_session(settings: SparkSettings | None = None) -> SparkSession
     points it at a log file first (``sparkcep.runlog.CommandLog.output_to_log``).
     """
     settings = settings or SparkSettings()
-    _check_java_home(find_java())
+    java = find_java()
+    _check_java_home(java)
     # Without these, Python workers may start another interpreter that lacks pandas/pyarrow.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    class_archive = ""
     if _local(settings.master) and "PYSPARK_GATEWAY_PORT" not in os.environ:
         # One machine: bind to loopback (no firewall prompt, no wrong interface). A cluster's executors must
         # reach the driver at an address they can route to, so a cluster master leaves Spark's choice.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         use_compiled_pyspark()
+        if "SPARK_HOME" in os.environ:  # the driver starts from an archive of the classes it loads
+            home = Path(os.environ["SPARK_HOME"])
+            class_archive = class_archive_options(java.executable, java.version_text, home)
     from pyspark.errors import PySparkRuntimeError
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(settings.app_name)
     if settings.master is not None:
         builder = builder.master(settings.master)
-    for key, value in base_conf(settings).items():
+    for key, value in base_conf(settings, class_archive).items():
         builder = builder.config(key, value)
     try:
         spark = builder.getOrCreate()
