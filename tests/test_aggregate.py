@@ -252,7 +252,10 @@ def test_an_amount_beyond_the_decimal_range_is_a_dead_letter_not_a_rule_failure(
     lines = [tx(1, T0, "1e1000000", payer=7), tx(2, T0 + 1, 5, payer=8), tx(3, T0 + 2, 5, payer=7)]
     result = LocalRunner(Program(r), 0).run([lines])
     assert result.errors == []
-    reason = "rule 'r', field 'paymentAmount': expected a number, got '1e1000000' (str)"
+    reason = (
+        "rule 'r', field 'paymentAmount': expected a number below 10^38 in magnitude with at most 38 digits after "
+        "the point, got '1e1000000' (str)"
+    )
     assert [text for _, text in result.dead] == [reason]
     fired = {(a["rule_id"], a["key"]["payerId"], a["trigger_event_id"]) for a in result.outputs}
     assert fired == {("r", 8, "2"), ("r", 7, "3"), ("count", 7, "1"), ("count", 8, "2"), ("count", 7, "3")}

@@ -81,7 +81,7 @@ def test_files_are_read_aligned_and_capped_unless_the_pipeline_says_otherwise(tm
     assert pipeline_source(off) == wanted
     with pytest.raises(ConfigError, match=r"field 'source.max_batch_bytes': .*expected a size such as"):
         load_config(write(tmp_path, base + ", max_batch_bytes: lots}\n"))
-    with pytest.raises(ConfigError, match=r"field 'source.backfill.target_records': .*greater than or equal to 1"):
+    with pytest.raises(ConfigError, match=r"field 'source.backfill.target_records': expected a number >= 1, got 0"):
         load_config(write(tmp_path, base + ", backfill: {target_records: 0}}\n"))
 
 
@@ -125,6 +125,23 @@ def test_errors_name_the_file_and_the_field_and_never_echo_secrets(
         load_config(write(tmp_path, text))
     assert str(tmp_path / "pipeline.yaml") in str(caught.value) and message in str(caught.value)
     assert "hunter2" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("watermark_delai: 5s\n", "field 'watermark_delai': expected a known field (did you mean 'watermark_delay'?)"),
+        ("state_page_keys: many\n", "field 'state_page_keys': expected a whole number, got 'many'"),
+        ("state_page_keys: 0\n", "field 'state_page_keys': expected a number >= 1, got 0"),
+    ],
+)
+def test_pipeline_mistakes_are_told_in_sparkceps_words(tmp_path: Path, extra: str, message: str) -> None:
+    base = "source: {type: files, path: in}\nrules: {file: r.json}\nsinks: {files: out}\ncheckpoint: ck\n"
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, base + extra))
+    assert message in str(caught.value)
+    for library_words in ("Input should be", "Extra inputs are not permitted", "Field required", "type="):
+        assert library_words not in str(caught.value)
 
 
 def test_the_page_size_of_state_is_read_and_bounded(tmp_path: Path) -> None:

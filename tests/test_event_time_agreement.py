@@ -132,9 +132,7 @@ def test_routing_and_the_engine_read_every_time_alike() -> None:
     program = Program(parse_rules(RULES))
     router = Router(program.routing(buckets=4))
     for line in _lines(HAND_PICKED + _generated(11, 3000)):
-        read = router.read(line, None)
-        assert read is not None
-        _text, ms, routes = read
+        _text, ms, routes = router.read(line, None)
         assert ms == _python_reading(line), line
         for keyset, _key in routes:
             event = program.decode(line, keyset).event

@@ -8,6 +8,7 @@ below was a defect: an accepted rule that crashed the job on every restart, hung
 from __future__ import annotations
 
 import json
+import random
 import time
 from pathlib import Path
 from typing import Any
@@ -138,3 +139,70 @@ def test_unreadable_rule_files_are_one_message_not_a_traceback(tmp_path: Path, d
     path.write_bytes(data)
     with pytest.raises(RuleError, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_rules(path)
+
+
+# What pydantic says to Python programmers; a rule author must never read it.
+PYDANTIC_WORDS = (
+    "Input should be", "Extra inputs are not permitted", "Field required", "pydantic", "type=", "Value error",
+    "Assertion failed", "Unable to extract tag", "discriminator", "For further information",
+)  # fmt: skip
+_ODD_VALUES: tuple[Any, ...] = (
+    "1", "yes", "no", "true", "60", "1e400", "sum", "ACTIVE ", 1.0, 2.5, 0, -1, True, False, None, [], ["x"], [1],
+    {}, {"a": 1}, "", "x" * 150, 10**40,
+)  # fmt: skip
+
+
+def _malformed(document: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """``document`` with one rule (or the file's input) changed the way people get rule files wrong: a misspelt or
+    unknown field, a missing one, a value of the wrong kind (text for a number, a word for a boolean, ...),
+    a rule type or a nested field (output, input) wrong."""
+    document = json.loads(json.dumps(document))
+    rules = document["rules"]
+    index = rng.randrange(len(rules))
+    target: dict[str, Any] = rules[index]
+    if not isinstance(target, dict):  # an earlier change made the rule no object at all
+        return document
+    roll = rng.random()
+    if roll < 0.1 and "input" in document:
+        target = document["input"]
+    elif roll < 0.2 and isinstance(target.get("output"), dict):
+        target = target["output"]
+    name = rng.choice(sorted(target))
+    action = rng.random()
+    if action < 0.2:  # a misspelt field: a letter dropped, doubled or a suffix added
+        cut = rng.randrange(len(name))
+        typo = rng.choice([name[:cut] + name[cut + 1 :], name + name[-1], name + "s", name.upper(), "zz_" + name])
+        target[typo or "x"] = target.pop(name)
+    elif action < 0.3:
+        del target[name]
+    elif action < 0.4 and target is rules[index]:
+        target["type"] = rng.choice(["aggregat", "Pattern", "", 5, None, "sequence"])
+    elif action < 0.45:
+        rules[index] = rng.choice([1, "rule", [], None])
+    else:
+        target[name] = rng.choice(_ODD_VALUES)
+    return document
+
+
+def test_no_refusal_of_a_malformed_rule_file_uses_pydantics_words(tmp_path: Path) -> None:
+    rng = random.Random(26)
+    documents = [*EXAMPLES, {"input": {"deduplicate": True}, "rules": [INACTIVITY, AGGREGATE, PATTERN, COMPLETION]}]
+    refused = 0
+    for round_number in range(1_500):
+        document = _malformed(rng.choice(documents), rng)
+        if round_number % 3 == 0:
+            document = _malformed(document, rng)  # two mistakes at once: the first one found is reported
+        try:
+            parse_rules(document)
+        except SparkcepError as error:
+            refused += 1
+            message = str(error)
+            assert not [word for word in PYDANTIC_WORDS if word in message], (document, message)
+    for kind, data in hostile_rule_documents(EXAMPLES, 300, seed=26):
+        path = tmp_path / "rules.json"
+        path.write_bytes(data)
+        try:
+            load_rules(path)
+        except SparkcepError as error:
+            assert not [word for word in PYDANTIC_WORDS if word in str(error)], (kind, str(error))
+    assert refused > 1_000  # most changes are mistakes the validators must catch

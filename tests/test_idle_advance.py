@@ -233,11 +233,11 @@ def test_a_pipeline_file_reads_idle_advance_off_by_default(tmp_path: Path) -> No
 @pytest.mark.parametrize(
     ("lines", "message"),
     [
-        ("idle_advance: soon\n", "field 'idle_advance': a duration such as '30m' or '7d' (units d, h, m, ms, s, w), "
-                                 "got 'soon'"),
-        ("idle_advance: 0s\n", "field 'idle_advance': a positive duration, got '0s'"),
-        ("idle_advance: 1s\ntrigger: 2s\n", "field 'idle_advance': a duration longer than the trigger (2s)"),
-        ("idle_advance: 1m\ntrigger: until_caught_up\n", "field 'idle_advance': no idle_advance with trigger: "
+        ("idle_advance: soon\n", "field 'idle_advance': expected a duration such as '30m' or '7d' (units d, h, m, "
+                                 "ms, s, w), got 'soon'"),
+        ("idle_advance: 0s\n", "field 'idle_advance': expected a positive duration, got '0s'"),
+        ("idle_advance: 1s\ntrigger: 2s\n", "field 'idle_advance': expected a duration longer than the trigger (2s)"),
+        ("idle_advance: 1m\ntrigger: until_caught_up\n", "field 'idle_advance': expected no idle_advance with trigger: "
                                                          "until_caught_up"),
     ],
 )  # fmt: skip

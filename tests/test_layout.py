@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparkcep.core.routing import CRC32, SPARK_MURMUR3, Routed, Router, RoutingSpec
+from sparkcep.core.routing import BLANK, CRC32, SPARK_MURMUR3, Routed, Router, RoutingSpec
 from sparkcep.io.files import FileSource
 from sparkcep.io.packed import PACKED_SCHEMA, pack, packed_batches, unpack
 from sparkcep.spark.placement import (
@@ -187,8 +187,16 @@ def test_origins_travel_with_their_lines() -> None:
     assert unpacked[101] == ([(0, "z")], {"z": "o2"}, 7)
 
 
-def test_blank_lines_produce_no_batch() -> None:
-    assert list(packed_batches(Router(SPEC), [b"", b"  ", "\u00a0\t"], None, None)) == []
+def test_blank_lines_travel_as_empty_skipped_rows() -> None:
+    """A blank line (white space of any kind) is not an event, but it is not lost either: it reaches the processor
+    as ``""`` with the BLANK code, which the engine counts as skipped."""
+    rows = [
+        pair
+        for packed in packed_batches(Router(SPEC), [b"", b"  ", "\u00a0\t", b"\t"], None, None)
+        for pairs, _origins, top in _unpacked(packed).values()
+        for pair in pairs
+    ]
+    assert rows == [(BLANK, "")] * 4
 
 
 lines_strategy = st.lists(
@@ -224,10 +232,7 @@ def test_routing_and_packing_lose_nothing_and_invent_nothing_however_the_lines_a
     expected: dict[int, list[tuple[int, str]]] = {}
     times: dict[int, int] = {}
     for line in lines:
-        read = router.read(line, None)
-        if read is None:
-            continue
-        text, time, routes = read
+        text, time, routes = router.read(line, None)
         for keyset, key in routes:
             bucket = SPEC.grouping_key(router.bucket(keyset, key, text))
             expected.setdefault(bucket, []).append((keyset, text))

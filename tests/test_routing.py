@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from sparkcep.core.lines import InvalidText
 from sparkcep.core.program import Program
 from sparkcep.core.routing import (
+    BLANK,
     CRC32,
     INVALID_TEXT,
     RESERVED,
@@ -98,11 +99,12 @@ def test_lines_that_must_not_move_the_watermark_carry_their_problem() -> None:
 
 
 @pytest.mark.parametrize("line", ["", "   ", "\t\r", "\u00a0", "\ufeff"])
-def test_blank_lines_are_not_events_and_are_counted(line: str) -> None:
-    assert _read(line) is None
+def test_blank_lines_are_not_events_but_travel_to_be_counted(line: str) -> None:
+    assert _read(line) == ("", None, [(BLANK, "")])
     routed = _router().route([line, pay()])
-    assert routed.blank == 1
-    assert sum(len(rows) for rows in routed.rows.values()) == 2
+    rows = [row for bucket_rows in routed.rows.values() for row in bucket_rows]
+    assert sorted(keyset for keyset, _line, _origin in rows) == [BLANK, 0, 1]
+    assert all(text == "" for keyset, text, _origin in rows if keyset == BLANK)
 
 
 def test_an_integer_key_beyond_64_bits_keys_by_its_digits() -> None:

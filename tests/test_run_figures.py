@@ -46,6 +46,9 @@ def test_every_row_is_counted_once_in_one_class() -> None:
         line("PARCEL_SHIPPED", T0 + MINUTE, "no-key"),  # no order_number: refused by the completion rule
         line("PAYMENT", T0, "w1", order_number="o1", amount=50, kind="WIRE"),
         line("PAYMENT", T0, "c1", order_number="o1", amount=50, kind="CARD"),  # left out by the filter
+        "\t",  # blank-looking lines: not events, but counted as skipped
+        "\u00a0",
+        "",
     ]
     runner = LocalRunner(program, 5_000)
     result = runner.run_batch(first)
@@ -54,12 +57,13 @@ def test_every_row_is_counted_once_in_one_class() -> None:
     result.extend(runner.finish())
     assert result.control == 0
     assert result.rows == result.accepted + result.refused + result.skipped + result.control
-    assert (result.refused, result.skipped, len(result.late), result.duplicates) == (2, 1, 1, 1)
+    assert result.rows == len(first) + 1
+    assert (result.refused, result.skipped, len(result.late), result.duplicates) == (2, 4, 1, 1)
     assert result.accepted == 5  # two orders (one a copy), a parcel, the wire, the late order
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.sampled_from(["order", "parcel", "bad", "unkeyed", "wire", "card", "late"]), max_size=30))
+@given(st.lists(st.sampled_from(["order", "parcel", "bad", "unkeyed", "wire", "card", "late", "blank"]), max_size=30))
 def test_classes_add_up_for_any_mix(kinds: list[str]) -> None:
     program = Program(ruleset(COMPLETION_RULE, FILTERED))
     makers = {
@@ -70,13 +74,15 @@ def test_classes_add_up_for_any_mix(kinds: list[str]) -> None:
         "wire": lambda i: line("PAYMENT", T0 + i, f"w{i}", order_number="o1", amount=i, kind="WIRE"),
         "card": lambda i: line("PAYMENT", T0 + i, f"c{i}", order_number="o1", amount=i, kind="CARD"),
         "late": lambda i: order("old", T0 - DAY, 1, event_id=f"old{i}"),
+        "blank": lambda i: " \t\u3000"[: i % 4],
     }
     runner = LocalRunner(program, 5_000)
     lines = [makers[kind](i) for i, kind in enumerate(kinds)]
     result = runner.run_batch(lines[: len(lines) // 2])
     result.extend(runner.run_batch(lines[len(lines) // 2 :]))
     result.extend(runner.finish())
-    assert result.rows == result.accepted + result.refused + result.skipped
+    assert result.rows == len(lines) == result.accepted + result.refused + result.skipped
+    assert result.skipped >= kinds.count("blank")
     assert result.accepted >= len(result.late) + result.duplicates
 
 

@@ -47,11 +47,11 @@ def spec(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return f"sqlite:{tmp_path / 'rules.db'}" if request.param == "sqlite" else f"file:{tmp_path / 'rules.json'}"
 
 
-def write_by_hand(spec: str, store: RuleStore, rule: Any, effective_from_ms: int) -> None:
-    """Append a version of rule 'big' the way a person or a damaged disk would: past every check."""
+def write_by_hand(spec: str, store: RuleStore, rule: Any, effective_from_ms: int, rule_id: str = "big") -> None:
+    """Append a version of a rule (a new one too) the way a person or a damaged disk would: past every check."""
     head = store.head()
-    version = max(v.version for v in store.history("big")) + 1
-    row = (head + 1, "big", version, effective_from_ms, "ACTIVE", json.dumps(rule), "2026-11-24T00:00:00Z", "hand")
+    version = max((v.version for v in store.history(rule_id)), default=0) + 1
+    row = (head + 1, rule_id, version, effective_from_ms, "ACTIVE", json.dumps(rule), "2026-11-24T00:00:00Z", "hand")
     if spec.startswith("sqlite:"):
         with sqlite3.connect(spec.removeprefix("sqlite:")) as conn:
             conn.execute("INSERT INTO rule_versions VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)

@@ -41,11 +41,12 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from sparkcep.core.pages import DEFAULT_PAGE_KEYS, MAX_PAGE_KEYS
-from sparkcep.errors import SparkcepError
+from sparkcep.errors import SparkcepError, Verbatim
 from sparkcep.io.alignment import DEFAULT_MAX_BATCH_RECORDS, DEFAULT_STEP_MS, DEFAULT_TARGET_RECORDS
 from sparkcep.io.kafka.client import KafkaError, check_no_inline_secrets
 from sparkcep.io.storage import local_path_of, location, scheme_of
 from sparkcep.rules.base import DurationMs
+from sparkcep.rules.messages import model_at, problem
 from sparkcep.sizes import parse_size
 from sparkcep.store import store_spec_relative_to
 from sparkcep.store.pg_url import parse_url
@@ -268,13 +269,11 @@ def load_config(path: str | Path) -> PipelineConfig:
         first = exc.errors()[0]
         loc = [str(part) for part in first["loc"] if part not in ("kafka", "files") or first["loc"][0] != "source"]
         field = ".".join(loc) or "<top level>"
-        got = first.get("input")
-        expected = str(first["msg"]).removeprefix("Value error, ")
-        if first["type"] == "missing":
-            expected, got = "a value (the field is required)", None
+        # In sparkcep's words, not the validation library's (an unknown field gets the closest valid name).
+        expected, got = problem(first, model_at(PipelineConfig, tuple(loc)))
         if any(part in ("properties", "postgres", "store") for part in loc):
-            got = "<not shown: it may hold a secret>"
-        raise ConfigError(f"{path}, field {field!r}: {expected.removeprefix('expected ')}, got {got!r}") from None
+            got = Verbatim("<not shown: it may hold a secret>")
+        raise ConfigError(f"{path}, field {field!r}: expected {expected}, got {got!r}") from None
     if (config.rules.file is None) == (config.rules.store is None):
         raise ConfigError(f"{path}, field 'rules': expected exactly one of 'file' and 'store', got {raw['rules']!r}")
     base = path.resolve().parent

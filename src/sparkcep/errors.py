@@ -16,7 +16,10 @@ a message without a traceback. The whole tree (``tests/test_errors.py`` keeps it
     ├── RescaleError          spark/rescale.py    a checkpoint cannot be rescaled as asked (target not empty, ...)
     ├── PatternError          cep/spec.py         a sequence pattern is invalid (names stage and field)
     │   └── SqlError          cep/sql/errors.py   a MATCH_RECOGNIZE query is invalid (names clause, line, column)
+    ├── DecompressionError    core/compression.py a compressed input file is damaged or cut short from some point on
+    ├── UnreadableFileError   core/lines.py       the same for the oracle's and `produce`'s line reader (names the file)
     ├── ExpressionError       expr/ast.py         a filter or condition expression cannot be parsed or evaluated
+    │   └── ExpressionTypeError expr/types.py     its types cannot work ('abc' > 5) or a filter is not a boolean
     ├── ConfigError           config.py           a pipeline file is invalid (names file and field)
     ├── KafkaError            io/kafka/client.py  Kafka cannot be reached or answers with an error
     ├── ProduceError          io/kafka/produce.py input files or a topic that `sparkcep produce` cannot load
@@ -34,6 +37,16 @@ from __future__ import annotations
 
 class SparkcepError(Exception):
     """Root of every error sparkcep raises on purpose."""
+
+
+class Verbatim(str):
+    """A ``got`` already written for the reader, such as ``'abc' (a string)``: error messages, which show what came
+    with ``repr``, show it as it is instead of quoting it once more."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
 class RuleError(SparkcepError):

@@ -28,7 +28,7 @@ from typing import Any, Generic, TypeVar
 import orjson
 
 from sparkcep.core.control import BUCKET_FIELD, CONTROL_FIELD
-from sparkcep.core.lines import INVALID_TEXT_REASON, InvalidText, is_blank, read_lines
+from sparkcep.core.lines import INVALID_TEXT_REASON, InvalidText, UnreadableFile, is_blank, read_lines
 from sparkcep.core.routing import readable_time
 from sparkcep.errors import SparkcepError
 from sparkcep.expr import ExpressionError, compile_expression
@@ -683,6 +683,9 @@ def evaluate(
     max_event_time: int | None = None
     max_read_time: int | None = None
     for raw in lines:
+        if isinstance(raw, UnreadableFile):  # the damaged rest of a compressed file: one dead letter, its reason
+            dead_letters.append((str(raw), str(raw)))
+            continue
         line = raw.removesuffix("\n").removesuffix("\r")
         if is_blank(line):
             continue
@@ -727,7 +730,8 @@ def _replay(units: list[_Unit], end: int | None, copies: _Copies) -> list[Record
 
 
 def read_dir(input_dir: Path | str) -> Iterator[str]:
-    """Lines of every regular file not named "_*" or ".*", files in sorted name order."""
+    """Lines of every regular file not named "_*" or ".*", files in sorted name order; compressed files
+    (``.gz``, ``.bz2``, ``.zst``, ``.deflate``) decompressed, as the job reads them (sparkcep.core.lines)."""
     for path in sorted(Path(input_dir).iterdir(), key=lambda p: p.name):
         if path.name.startswith(("_", ".")) or not path.is_file():
             continue

@@ -79,7 +79,7 @@ class BatchMetrics:
     accepted: int = 0  # of those, rows some rule took (late ones included)
     control: int = 0  # rows of the engine's own control stream
     refused: int = 0  # rows no rule took because of a problem (their dead letters are in ``dead``)
-    skipped: int = 0  # rows no rule has a use for (paused rules, filters)
+    skipped: int = 0  # rows no rule has a use for (paused rules, filters, blank lines)
     late: int = 0
     dead: int = 0
     outputs: int = 0

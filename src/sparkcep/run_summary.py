@@ -10,8 +10,10 @@ it by (a rule file whose rules all share one key, the usual case, counts each li
 at least one rule (events still waiting for the watermark in a streaming run included); ``late``: behind the
 watermark on arrival (``_late/``); ``duplicates``: copies of an event already seen; ``refused``: no rule could
 take it (bad JSON, a missing field, ...: its reasons are in ``_deadletter/``); ``skipped``: no rule has a use for
-it (a paused rule, a filter). ``dead_letters`` counts the dead-letter records written: one per refused record
-and rule that refused it, and for a record some rules took while another refused it. Blank lines are not records.
+it (a paused rule, a filter, a blank line). ``dead_letters`` counts the dead-letter records written: one per
+refused record and rule that refused it, and for a record some rules took while another refused it. A blank line
+(white space only) is a record that is skipped: never an event, but counted, so that records still add up to the
+lines read.
 
 Nothing here needs Spark; :mod:`sparkcep.spark.runner` builds it from the batch metrics.
 """

@@ -24,6 +24,16 @@ from typing import Any
 
 from sparkcep.expr import MISSING, ExpressionError, FunctionRegistry, Node, compile_expression, default_functions
 from sparkcep.expr import ast as expr_ast
+from sparkcep.expr.types import (
+    NUMBER,
+    OBJECT,
+    ORDERED,
+    ReturnRule,
+    Type,
+    ordered_common_type,
+    require_boolean_operand,
+    union,
+)
 from sparkcep.expr.values import CONTEXT, compare, kind, lookup, to_number
 
 # An event inside the matcher: (sequence number in matching order, time, id, fields, origin). The origin (JSON
@@ -333,6 +343,28 @@ def _case_when(registry_box: list[FunctionRegistry]) -> LazyFunction:
     return call
 
 
+def _case_when_type(args: tuple[Node, ...], types: tuple[Type, ...]) -> Type:
+    """Conditions at even places must be booleans (a non-boolean is never true, silently); the result is one of
+    the values."""
+    for index in range(0, len(args) - 1, 2):
+        expected = f"a boolean as condition {index // 2 + 1} of case_when()"
+        require_boolean_operand(args[index], types[index], expected)
+    values = [types[index] for index in range(1, len(args), 2)]
+    return union([*values, types[-1]] if len(args) % 2 else values)
+
+
+def _extreme_type(stages: frozenset[str]) -> ReturnRule:
+    """``min(A.amount)`` over a stage is a number; ``min(a, b)`` one of its arguments."""
+
+    def returns(args: tuple[Node, ...], types: tuple[Type, ...]) -> Type:
+        only = args[0] if len(args) == 1 else None
+        if isinstance(only, expr_ast.Field) and len(only.path) == 2 and only.path[0] in stages:
+            return NUMBER
+        return ordered_common_type(args, types)
+
+    return returns
+
+
 def pattern_functions(stage_names: tuple[str, ...]) -> FunctionRegistry:
     """The built-in functions plus the stage functions over ``stage_names``."""
     stages = frozenset(stage_names)
@@ -379,15 +411,22 @@ def pattern_functions(stage_names: tuple[str, ...]) -> FunctionRegistry:
         f for f in (registry.get(n) for n in registry.names()) if f and f.name not in ("min", "max")
     )
     registry_box.append(registry)
-    registry.register("first", _event_function("first", stages), max_args=2, lazy=True)
-    registry.register("last", _event_function("last", stages), max_args=2, lazy=True)
-    registry.register("count", _count(stages), lazy=True)
-    registry.register("prev", _row_function("prev"), min_args=0, lazy=True)
-    registry.register("nth", _row_function("nth"), lazy=True)
-    registry.register("match_rowtime", _match_rowtime, min_args=0, max_args=0, lazy=True)
-    registry.register("case_when", _case_when(registry_box), min_args=2, max_args=None, lazy=True)
-    registry.register("sum", total, lazy=True)
-    registry.register("avg", average, lazy=True)
-    registry.register("min", extreme("min", "<", builtin_min.call), max_args=None, lazy=True)
-    registry.register("max", extreme("max", ">", builtin_max.call), max_args=None, lazy=True)
+    # Lazy functions read their arguments as stage names and offsets; their types are declared for rule
+    # validation: events are objects (first(A).amount reads a field of one), counts and sums numbers.
+    registry.register("first", _event_function("first", stages), max_args=2, lazy=True, returns=OBJECT)
+    registry.register("last", _event_function("last", stages), max_args=2, lazy=True, returns=OBJECT)
+    registry.register("count", _count(stages), lazy=True, returns=NUMBER)
+    registry.register("prev", _row_function("prev"), min_args=0, lazy=True, returns=OBJECT)
+    registry.register("nth", _row_function("nth"), lazy=True, returns=OBJECT)
+    registry.register("match_rowtime", _match_rowtime, min_args=0, max_args=0, lazy=True, returns=NUMBER)
+    registry.register(
+        "case_when", _case_when(registry_box), min_args=2, max_args=None, lazy=True, returns=_case_when_type
+    )
+    registry.register("sum", total, lazy=True, returns=NUMBER)
+    registry.register("avg", average, lazy=True, returns=NUMBER)
+    extreme_type = _extreme_type(stages)
+    for name, op, builtin in (("min", "<", builtin_min), ("max", ">", builtin_max)):
+        registry.register(
+            name, extreme(name, op, builtin.call), max_args=None, lazy=True, params=(ORDERED,), returns=extreme_type
+        )
     return registry

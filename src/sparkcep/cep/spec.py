@@ -19,8 +19,16 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sparkcep.cep.conditions import pattern_functions, stage_references
-from sparkcep.errors import DurationError, SparkcepError
-from sparkcep.expr import Expression, ExpressionError, FunctionRegistry, compile_expression
+from sparkcep.errors import DurationError, SparkcepError, Verbatim
+from sparkcep.expr import (
+    Expression,
+    ExpressionError,
+    ExpressionTypeError,
+    FunctionRegistry,
+    compile_expression,
+    infer_type,
+    require_boolean,
+)
 from sparkcep.timeutil import positive_duration
 
 Contiguity = Literal["strict", "relaxed", "any"]
@@ -239,9 +247,10 @@ def _flag(where: str, item: Mapping[str, Any], field: str) -> bool:
 
 
 def compile_condition(
-    where: str, field: str, value: object, functions: FunctionRegistry, stages: frozenset[str]
+    where: str, field: str, value: object, functions: FunctionRegistry, stages: frozenset[str], boolean: bool = True
 ) -> Expression | None:
-    """Compile a condition or measure; stage functions must name existing stages."""
+    """Compile a condition (``boolean``: it must be a boolean, as ``where`` and ``until`` are) or a measure (any
+    type); stage functions must name existing stages, and the types must work (see sparkcep.expr.typecheck)."""
     if value is None:
         return None
     if not isinstance(value, str):
@@ -254,6 +263,13 @@ def compile_condition(
         stage_references(expression.node, stages)
     except ExpressionError as error:
         raise PatternError(where, field, "stage functions over existing stages", f"{value!r}: {error}") from None
+    try:
+        if boolean:
+            require_boolean(expression)
+        else:
+            infer_type(expression)
+    except ExpressionTypeError as error:
+        raise PatternError(where, field, error.expected, Verbatim(error.got_at)) from None
     return expression
 
 

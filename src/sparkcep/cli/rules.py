@@ -9,8 +9,10 @@ does not exist yet: the other commands refuse a missing store file (a mistyped p
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -18,6 +20,7 @@ import click
 
 from sparkcep.errors import RuleError, SparkcepError
 from sparkcep.store import RuleStore, StoredVersion, definition_diff, describe_diff, open_store, summary_sentence
+from sparkcep.store.versions import Unreadable
 from sparkcep.timeutil import format_iso
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -168,36 +171,78 @@ _transition_command("resume", "resumes", RuleStore.resume)
 _transition_command("delete", "deletes", RuleStore.delete)
 
 
-def _unreadable_by_seq(store: RuleStore) -> dict[int, str]:
-    """seq -> why the version cannot be read (the job holds its rule paused)."""
-    return {item.version.seq: str(item.error) for item in store.unreadable()}
+@dataclass(frozen=True)
+class _Readability:
+    """What ``list`` and ``history`` say about versions the job cannot run as they are written."""
 
+    store_spec: str
+    unreadable: dict[int, str]  # seq -> why the version cannot be read (the job holds its rule paused)
+    without_readable: dict[str, Unreadable]  # rules of which the job runs no version -> their latest bad version
+    tombstones: frozenset[int]  # seqs of the pauses and deletes of such rules
 
-def _state(version: StoredVersion, unreadable: dict[int, str]) -> str:
-    return "UNREADABLE (held paused)" if version.seq in unreadable else version.state
+    @classmethod
+    def of(cls, store: RuleStore, store_spec: str) -> _Readability:
+        log = store.readable_log()
+        return cls(
+            store_spec,
+            {item.version.seq: str(item.error) for item in log.unreadable},
+            log.without_readable(),
+            frozenset(version.seq for version in log.tombstones),
+        )
 
+    def state(self, version: StoredVersion) -> str:
+        """The state the job follows: an unreadable version holds its rule paused; a rule with no readable version
+        is not run at all, whatever its versions (a tombstone among them) say."""
+        if version.rule_id in self.without_readable or version.seq in self.tombstones:
+            return f"{'UNREADABLE' if version.seq in self.unreadable else version.state} (no readable version)"
+        return "UNREADABLE (held paused)" if version.seq in self.unreadable else version.state
 
-def _summary(version: StoredVersion, unreadable: dict[int, str]) -> str:
-    return unreadable.get(version.seq) or summary_sentence(version.rule)
+    def command(self, verb: str, rule_id: str, *arguments: str) -> str:
+        """A ``sparkcep rules`` command on this store, ready to paste."""
+        return shlex.join(["sparkcep", "rules", verb, rule_id, *arguments, "--store", self.store_spec])
+
+    def summary(self, version: StoredVersion) -> str:
+        """The rule in English, or why it does not run and how to remove or repair it."""
+        reason = self.without_readable.get(version.rule_id)
+        if reason is None:
+            return self.unreadable.get(version.seq) or summary_sentence(version.rule)
+        return (
+            f"not run, no readable version (version {reason.version.version}: {reason.error}); "
+            f"remove it: {self.command('delete', version.rule_id)} "
+            f"(or repair it: {self.command('update', version.rule_id, 'JSON_CHANGES')})"
+        )
 
 
 @rules.command("list")
 @_store_option
 @_json_option
 def list_command(store_spec: str, as_json: bool) -> None:
-    """The latest version of every rule that is not deleted."""
+    """The latest version of every rule that is not deleted.
+
+    A rule the job does not run (its latest version unreadable, or no readable version at all) says why, and
+    the command that removes it.
+    """
     with user_errors():
         store = open_store(store_spec, create=False)
         current = store.current()
-        unreadable = _unreadable_by_seq(store)
+        seen = _Readability.of(store, store_spec)
     if as_json:
-        items = [
-            {**v.to_json(), "summary": _summary(v, unreadable), "unreadable": v.seq in unreadable} for v in current
-        ]
-        click.echo(json.dumps(items, indent=2))
+        click.echo(json.dumps([_listed_json(v, seen) for v in current], indent=2))
         return
-    rows = [[v.rule_id, str(v.version), _state(v, unreadable), _effective(v), _summary(v, unreadable)] for v in current]
+    rows = [[v.rule_id, str(v.version), seen.state(v), _effective(v), seen.summary(v)] for v in current]
     _echo_table(["ID", "VERSION", "STATE", "EFFECTIVE FROM", "SUMMARY"], rows)
+
+
+def _listed_json(version: StoredVersion, seen: _Readability) -> dict[str, Any]:
+    # "readable_version" false: the job runs no version of the rule; "remove" is then the command that deletes it.
+    orphan = version.rule_id in seen.without_readable
+    return {
+        **version.to_json(),
+        "summary": seen.summary(version),
+        "unreadable": version.seq in seen.unreadable,
+        "readable_version": not orphan,
+        "remove": seen.command("delete", version.rule_id) if orphan else None,
+    }
 
 
 @rules.command("history")
@@ -211,14 +256,15 @@ def history_command(rule_id: str, store_spec: str, as_json: bool) -> None:
         versions = store.history(rule_id)
         if not versions:
             raise RuleError(rule_id, "id", "a rule id in the store", rule_id)
-        unreadable = _unreadable_by_seq(store)
+        seen = _Readability.of(store, store_spec)
     previous: list[dict[str, Any] | None] = [None, *(v.rule for v in versions[:-1])]
     if as_json:
         items = [
             {
                 **v.to_json(),
                 "changes": {k: list(pair) for k, pair in definition_diff(before, v.rule).items()},
-                "unreadable": unreadable.get(v.seq),
+                "unreadable": seen.unreadable.get(v.seq),
+                "tombstone": v.seq in seen.tombstones,
             }
             for v, before in zip(versions, previous, strict=True)
         ]
@@ -230,9 +276,9 @@ def history_command(rule_id: str, store_spec: str, as_json: bool) -> None:
             str(v.version),
             v.recorded_at,
             _effective(v),
-            _state(v, unreadable),
+            seen.state(v),
             v.author or "-",
-            unreadable.get(v.seq) or describe_diff(before, v.rule),
+            seen.unreadable.get(v.seq) or describe_diff(before, v.rule),
         ]
         for v, before in zip(versions, previous, strict=True)
     ]

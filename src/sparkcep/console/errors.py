@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 
 from sparkcep.cep.spec import PatternError
 from sparkcep.errors import RuleError, SparkcepError
+from sparkcep.rules.messages import problem
 from sparkcep.store.records import StoreError
 
 from .schemas import ErrorItem
@@ -118,8 +119,8 @@ def install_handlers(app: FastAPI) -> None:
         for error in exc.errors():
             loc = [str(part) for part in error.get("loc", ()) if part not in ("body", "query", "path")]
             field = ".".join(loc) or "<body>"
-            expected = "a value (the field is required)" if error.get("type") == "missing" else str(error.get("msg"))
-            got = jsonable(error.get("input"))
+            expected, _shown = problem(error, None)  # sparkcep's words, not the validation library's
+            got = None if error.get("type") == "missing" else jsonable(error.get("input"))
             message = f"field {field!r}: expected {expected}, got {got!r}"
             items.append(ErrorItem(field=field, expected=expected, got=got, message=message).model_dump())
         return JSONResponse({"errors": items}, status_code=422)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from sparkcep.store import StoredVersion, definition_diff, describe_diff, summary_sentence
-from sparkcep.store.versions import definition
+from sparkcep.errors import RuleError
+from sparkcep.store import RuleStore, StoredVersion, definition_diff, describe_diff, summary_sentence
+from sparkcep.store.versions import Unreadable, definition
 from sparkcep.timeutil import format_duration, format_iso
 
 from .schemas import FieldChange, HistoryEntry, QuarantineInfo, RuleDetail, RuleView
@@ -47,24 +49,53 @@ def is_pending(version: StoredVersion) -> bool:
     return version.effective_from_ms is None
 
 
-def badges(version: StoredVersion, quarantine: QuarantineInfo | None) -> list[str]:
+@dataclass(frozen=True)
+class Readability:
+    """Which versions the job does not run as they are written, read once per answer."""
+
+    unreadable: dict[int, RuleError]  # seq -> why the version cannot be read (the job holds its rule paused)
+    without_readable: dict[str, Unreadable]  # rules of which the job runs no version -> their latest bad version
+
+    @classmethod
+    def of(cls, store: RuleStore) -> Readability:
+        log = store.readable_log()
+        return cls({item.version.seq: item.error for item in log.unreadable}, log.without_readable())
+
+    def note(self, version: StoredVersion) -> str | None:
+        """What an operator reads instead of the rule's sentence when the job does not run it, and how to fix it;
+        None for a version that runs as written."""
+        fix = (
+            f"record a valid definition (PUT /api/rules/{version.rule_id}, a full rule or the fields to fix) "
+            f"or delete the rule (DELETE /api/rules/{version.rule_id})"
+        )
+        reason = self.without_readable.get(version.rule_id)
+        if reason is not None:
+            return f"Not run, no readable version (version {reason.version.version}: {reason.error}); {fix}."
+        error = self.unreadable.get(version.seq)
+        return None if error is None else f"Held paused, this version cannot be read ({error}); {fix}."
+
+
+def badges(version: StoredVersion, quarantine: QuarantineInfo | None, note: str | None = None) -> list[str]:
     found = [state_word(version.state)]
     if is_pending(version):
         found.append("PENDING")
     if quarantine is not None:
         found.append("QUARANTINED")
+    if note is not None:
+        found.append("UNREADABLE")
     return found
 
 
-def rule_view(version: StoredVersion, quarantine: QuarantineInfo | None) -> RuleView:
+def rule_view(version: StoredVersion, quarantine: QuarantineInfo | None, note: str | None = None) -> RuleView:
+    """``note``: :meth:`Readability.note` of the version, shown instead of the sentence with an UNREADABLE badge."""
     return RuleView(
         id=version.rule_id,
         type=version.rule_type,
         version=version.version,
         state=state_word(version.state),
-        badges=badges(version, quarantine),
+        badges=badges(version, quarantine, note),
         effective_from=effective_from(version),
-        sentence=summary_sentence(version.rule),
+        sentence=note or summary_sentence(version.rule),
         rule=editable(version.rule),
         recorded_at=version.recorded_at,
         author=version.author,
@@ -99,6 +130,8 @@ def history_entries(versions: Sequence[StoredVersion]) -> list[HistoryEntry]:
     return entries
 
 
-def rule_detail(versions: Sequence[StoredVersion], quarantine: QuarantineInfo | None) -> RuleDetail:
-    view = rule_view(versions[-1], quarantine)
+def rule_detail(
+    versions: Sequence[StoredVersion], quarantine: QuarantineInfo | None, note: str | None = None
+) -> RuleDetail:
+    view = rule_view(versions[-1], quarantine, note)
     return RuleDetail(**view.model_dump(), history=history_entries(versions))

@@ -14,7 +14,7 @@ from .auth import require_token
 from .context import Console, get_console
 from .errors import ApiError, refusal
 from .responses import WRITE, refusals
-from .rule_views import history_entries, rule_detail, rule_view
+from .rule_views import Readability, history_entries, rule_detail, rule_view
 from .schemas import (
     HistoryEntry,
     RuleDetail,
@@ -50,7 +50,8 @@ def _write(
         written = action(store)
     except SparkcepError as exc:
         raise refusal(exc, rule, transition) from None
-    return rule_view(written, console.quarantine().get(written.rule_id))
+    # A pause or delete of a rule with no readable version is answered with why the job does not run it.
+    return rule_view(written, console.quarantine().get(written.rule_id), Readability.of(store).note(written))
 
 
 @router.get("/rules", summary="Current rules and patterns", response_model=list[RuleView], responses=refusals(503))
@@ -58,7 +59,9 @@ def list_rules(console: ConsoleDep) -> list[RuleView]:
     """The latest version of every rule that is not deleted, with badges and its sentence."""
     store = console.require_store()
     quarantine = console.quarantine()
-    return [rule_view(v, quarantine.get(v.rule_id)) for v in store.current()]
+    current = store.current()
+    readability = Readability.of(store)
+    return [rule_view(v, quarantine.get(v.rule_id), readability.note(v)) for v in current]
 
 
 @router.get(
@@ -69,8 +72,9 @@ def list_rules(console: ConsoleDep) -> list[RuleView]:
 )
 def get_rule(rule_id: str, console: ConsoleDep) -> RuleDetail:
     """The latest version (deleted rules too) with badges and sentence, and every version with its changes."""
-    versions = _history(console.require_store(), rule_id)
-    return rule_detail(versions, console.quarantine().get(rule_id))
+    store = console.require_store()
+    versions = _history(store, rule_id)
+    return rule_detail(versions, console.quarantine().get(rule_id), Readability.of(store).note(versions[-1]))
 
 
 @router.get(

@@ -40,7 +40,10 @@ class RuleView(BaseModel):
     type: str
     version: int
     state: str = Field(description="ACTIVE or PAUSED")
-    badges: list[str] = Field(description="the state, plus PENDING and QUARANTINED when they apply")
+    badges: list[str] = Field(
+        description="the state, plus PENDING, QUARANTINED and UNREADABLE (no readable version: the job does not run "
+        "it) when they apply"
+    )
     effective_from: str | None = Field(description="event time the version took effect at; null while PENDING")
     sentence: str
     rule: dict[str, Any] = Field(description="the definition (without version, state, effective_from), editable")

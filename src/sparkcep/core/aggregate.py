@@ -38,7 +38,7 @@ from sparkcep.core.logic import (
 )
 from sparkcep.expr import ExpressionError, compile_expression
 from sparkcep.ids import output_id
-from sparkcep.rules.aggregate import AggregateRule, format_decimal, to_decimal
+from sparkcep.rules.aggregate import AggregateRule, expected_number, format_decimal, to_decimal
 from sparkcep.timeutil import format_duration, format_iso
 
 _ZERO = Decimal(0)
@@ -107,13 +107,13 @@ class AggregateLogic(RuleLogic):
             return (None, key_values)
         assert version.field is not None
         raw = obj.get(version.field, _MISSING)
+        if raw is _MISSING:
+            raise FieldProblem(version.field, "a number", "nothing (field missing)")
         try:
-            if raw is _MISSING or isinstance(raw, bool):
-                raise ValueError
             amount = to_decimal(raw)
         except ValueError:
-            shown = "nothing (field missing)" if raw is _MISSING else describe(raw)
-            raise FieldProblem(version.field, "a number", shown) from None
+            # The reason says the real limit: 1e308 is a number, only not one a sum can take.
+            raise FieldProblem(version.field, expected_number(raw), describe(raw)) from None
         return (amount, key_values)
 
     # -- handlers -------------------------------------------------------------------------------------

@@ -20,11 +20,13 @@ from sparkcep.core.control import BUCKET_FIELD, CONTROL_FIELD
 from sparkcep.core.lines import INVALID_TEXT_REASON
 from sparkcep.core.logic import KEY_SEPARATOR, SKIP, FieldProblem, RuleLogic, describe
 from sparkcep.core.routing import (
+    BLANK,
     CONTROL,
     CRC32,
     INVALID_TEXT,
     RESERVED,
     TIME_AHEAD,
+    UNREADABLE,
     UNROUTED,
     RoutingSpec,
     key_of,
@@ -57,6 +59,7 @@ class Decoded:
 
 _CONTROL = Decoded(None, None, ())
 _OUT_OF_SCOPE = Decoded(None, None, ())  # every rule that could take the event left it out (filter, pause)
+_BLANK = Decoded(None, None, ())  # a line of white space only: no event and no dead letter, so it counts as skipped
 
 
 def logic_class(rule_type: RuleType[Any]) -> Callable[..., RuleLogic]:
@@ -206,12 +209,16 @@ class Program:
             values, dead = tuple(collected), tuple(refused)
         return Decoded(key, (time, event_id, zlib.crc32(line.encode()), event_type, values), dead)
 
-    def _decode_unrouted(self, line: str, keyset: int) -> Decoded:
+    def _decode_unrouted(self, line: str, keyset: int) -> Decoded:  # noqa: PLR0911 - one exit per code
         """A row Spark's routing gave no keyset: a control record, or the reasons it is a dead letter."""
         if keyset == CONTROL:
             return _CONTROL
+        if keyset == BLANK:
+            return _BLANK
         if keyset == INVALID_TEXT:
             return Decoded(None, None, ((UNROUTED, INVALID_TEXT_REASON),))
+        if keyset == UNREADABLE:  # a compressed file's damaged rest: the reader made the line the reason
+            return Decoded(None, None, ((UNROUTED, line),))
         if keyset == RESERVED:
             return Decoded(None, None, ((UNROUTED, _RESERVED_REASON),))
         obj, time, event_type, _event_id, reason = self.parse_line(line)

@@ -36,6 +36,8 @@ INVALID_TEXT = -2  # bytes that are not UTF-8 (the line travels with U+FFFD in t
 TIME_AHEAD = -3  # an event time further past the micro-batch's wall clock than the run allows
 CONTROL = -4  # a line of the engine's own control stream (end-of-input flush, rule logs)
 RESERVED = -5  # an input line carrying a field reserved for control records
+BLANK = -6  # a line of white space only: not an event, counted as skipped (it travels as "")
+UNREADABLE = -7  # the damaged rest of a compressed input file: its line is the dead letter's reason
 
 CRC32 = "crc32"  # the bucket function of checkpoints started since routing happens where lines are read
 SPARK_MURMUR3 = "spark-murmur3"  # Spark's hash(keyset, key): checkpoints started before
@@ -150,11 +152,10 @@ class RoutingSpec:
 @dataclass(slots=True)
 class Routed:
     """What routing made of a batch of lines: per bucket number, its rows (keyset, line, origin) and the largest
-    time among them that moves the watermark; and how many lines were blank (not events)."""
+    time among them that moves the watermark."""
 
     rows: dict[int, list[tuple[int, str, str | None]]]
     max_time: dict[int, int]
-    blank: int = 0
 
 
 class Router:
@@ -201,11 +202,7 @@ class Router:
         routed = Routed({}, {})
         bound = None if now_ms is None or self.spec.max_ahead_ms is None else now_ms + self.spec.max_ahead_ms
         for position, raw in enumerate(lines):
-            read = self.read(raw, bound)
-            if read is None:
-                routed.blank += 1
-                continue
-            line, time, routes = read
+            line, time, routes = self.read(raw, bound)
             origin = None if origins is None else origins[position]
             for keyset, key in routes:
                 self._add(routed, keyset, key, line, origin, time)
@@ -213,9 +210,10 @@ class Router:
 
     def read(  # noqa: PLR0911, PLR0912 - one exit per problem, in the order the engine checks them
         self, raw: bytes | str, bound: int | None
-    ) -> tuple[str, int | None, list[tuple[int, str]]] | None:
+    ) -> tuple[str, int | None, list[tuple[int, str]]]:
         """One line: its text, the time it gives the watermark and its ``(keyset, key)`` routes (an unrouted line has
-        one route, the code of its problem, and maybe no time); None for a blank line."""
+        one route, the code of its problem, and maybe no time; a blank line is ``""`` with the route ``BLANK``, so
+        that the job counts it as skipped instead of losing it without a trace)."""
         if type(raw) is str:
             line = raw
         elif type(raw) is bytes:
@@ -226,7 +224,7 @@ class Router:
         else:  # sparkcep.core.lines.InvalidText: bytes that were not UTF-8, decoded with U+FFFD already
             return str(raw), None, [(INVALID_TEXT, "")]
         if not line or (line[0] != "{" and is_blank(line)):
-            return None
+            return "", None, [(BLANK, "")]
         try:
             obj = orjson.loads(line)
         except orjson.JSONDecodeError:

@@ -45,6 +45,12 @@ Semantics (SQL-like, three-valued):
 * Types never mix silently: comparing a string with a number, ``true + 1``, ``'a' < true`` raise an
   ExpressionError naming both types and the operator. Booleans have ``==``/``!=`` but no order.
   ``+`` on two strings concatenates.
+* Static types (``sparkcep.expr.typecheck``, run once when a rule is validated, never per event):
+  ``infer_type`` gives the kinds of value an expression can have (boolean, number, string, object, list;
+  a field is of unknown type) and refuses parts whose types cannot work, e.g. ``'abc' > 5``;
+  ``require_boolean`` also refuses what is not a boolean where a filter or condition is expected, e.g.
+  ``'abc'`` or a bare field (write ``flag = true``). Errors are ExpressionTypeErrors with ``expected`` and
+  ``got`` (the part's text and its type).
 * Functions come from a FunctionRegistry (built-ins in ``sparkcep.expr.functions``). A lazy function
   receives the argument syntax trees and the resolver instead of values, so a CEP engine can give
   ``first(A).amount`` its own meaning: register ``first`` with ``lazy=True``, read the stage name from
@@ -56,23 +62,35 @@ from sparkcep.expr.evaluate import Expression, compile_expression
 from sparkcep.expr.functions import Function, FunctionRegistry, default_functions
 from sparkcep.expr.parser import parse
 from sparkcep.expr.printer import to_text
+from sparkcep.expr.typecheck import infer_type, require_boolean
+from sparkcep.expr.types import BOOLEAN, NULL, NUMBER, OBJECT, STRING, UNKNOWN, ExpressionTypeError, Type
 from sparkcep.expr.values import MISSING, LazyCall, Resolver
 
 __all__ = [
+    "BOOLEAN",
     "MAX_DEPTH",
     "MAX_LENGTH",
     "MISSING",
+    "NULL",
+    "NUMBER",
+    "OBJECT",
+    "STRING",
+    "UNKNOWN",
     "Expression",
     "ExpressionError",
+    "ExpressionTypeError",
     "Function",
     "FunctionRegistry",
     "LazyCall",
     "Node",
     "Resolver",
+    "Type",
     "compile_expression",
     "default_functions",
     "field_paths",
+    "infer_type",
     "parse",
+    "require_boolean",
     "to_text",
     "walk",
 ]

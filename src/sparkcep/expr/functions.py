@@ -1,9 +1,11 @@
 """The function registry and the built-in functions.
 
-Built-ins: abs(x), round(x[, digits]), floor(x), ceil(x), lower(s), upper(s), length(s),
-coalesce(a, ...), min(a, ...), max(a, ...), and the text functions of ``sparkcep.expr.text``:
-contains(s, part), starts_with(s, prefix), ends_with(s, suffix), like(s, pattern[, escape]),
-regexp_like(s, regex). Function names are case-insensitive.
+Built-ins, with the argument and result types rule validation checks (:mod:`sparkcep.expr.typecheck`):
+abs(number), round(number[, digits]), floor(number), ceil(number) give a number; lower(string),
+upper(string) a string; length(string) a number; coalesce(a, ...) one of its arguments, min(a, ...) and
+max(a, ...) one of theirs (numbers or strings, not a mix); and the text functions of ``sparkcep.expr.text``
+give a boolean from strings: contains(s, part), starts_with(s, prefix), ends_with(s, suffix),
+like(s, pattern[, escape]), regexp_like(s, regex). Function names are case-insensitive.
 """
 
 from __future__ import annotations
@@ -15,6 +17,17 @@ from decimal import Decimal
 
 from sparkcep.expr import text
 from sparkcep.expr.ast import ExpressionError, Node
+from sparkcep.expr.types import (
+    BOOLEAN,
+    NUMBER,
+    ORDERED,
+    STRING,
+    UNKNOWN,
+    ReturnRule,
+    Type,
+    common_type,
+    ordered_common_type,
+)
 from sparkcep.expr.values import CONTEXT, compare, kind, to_number
 
 # Called once per call site when an expression is compiled, with the argument syntax trees: raises
@@ -34,6 +47,12 @@ class Function:
     ``prepare`` (optional, see :data:`Prepare`) looks at the arguments at compile time, so that e.g. a
     bad regular expression written as a literal refuses the rule when it is validated.
     Functions report bad input by raising ExpressionError (the evaluator adds the column).
+
+    ``params`` and ``returns`` are the static types rule validation checks (:mod:`sparkcep.expr.typecheck`):
+    the type each argument may have (the last one repeats for further arguments; empty: any argument) and the
+    result's type, or a :data:`~sparkcep.expr.types.ReturnRule` computing it from the arguments. A function
+    registered without them returns a value of unknown type, which a filter refuses: declare
+    ``returns=BOOLEAN`` for a test.
     """
 
     name: str
@@ -43,6 +62,8 @@ class Function:
     lazy: bool = False
     null_in_null_out: bool = True
     prepare: Prepare | None = None
+    params: tuple[Type, ...] = ()
+    returns: Type | ReturnRule = UNKNOWN
 
     def arity(self) -> str:
         if self.max_args == self.min_args:
@@ -75,9 +96,11 @@ class FunctionRegistry:
         lazy: bool = False,
         null_in_null_out: bool = True,
         prepare: Prepare | None = None,
+        params: tuple[Type, ...] = (),
+        returns: Type | ReturnRule = UNKNOWN,
     ) -> None:
-        """Add a function; see :class:`Function` for what ``lazy``, ``null_in_null_out`` and ``prepare`` mean."""
-        self.add(Function(name.lower(), call, min_args, max_args, lazy, null_in_null_out, prepare))
+        """Add a function; see :class:`Function` for what the keyword arguments mean."""
+        self.add(Function(name.lower(), call, min_args, max_args, lazy, null_in_null_out, prepare, params, returns))
 
     def get(self, name: str) -> Function | None:
         return self._functions.get(name.lower())
@@ -140,6 +163,10 @@ def _extreme(op: str) -> Callable[..., object]:
     return call
 
 
+def _coalesce(*values: object) -> object:
+    return next((value for value in values if value is not None), None)
+
+
 def _abs(value: object) -> int | Decimal:
     number = _need_number("abs", value)
     return abs(number) if isinstance(number, int) else CONTEXT.abs(number)
@@ -147,24 +174,23 @@ def _abs(value: object) -> int | Decimal:
 
 def default_functions() -> FunctionRegistry:
     """A fresh registry with the built-in functions; add your own to it without affecting others."""
+    number, text_pair, regex = (NUMBER,), (STRING, STRING), text.prepare_regexp_like
     return FunctionRegistry(
         [
-            Function("abs", _abs),
-            Function("round", _round, 1, 2),
-            Function("floor", _to_integer("floor", decimal.ROUND_FLOOR)),
-            Function("ceil", _to_integer("ceil", decimal.ROUND_CEILING)),
-            Function("lower", lambda s: _need_string("lower", s).lower()),
-            Function("upper", lambda s: _need_string("upper", s).upper()),
-            Function("length", lambda s: len(_need_string("length", s))),
-            Function(
-                "coalesce", lambda *values: next((v for v in values if v is not None), None), 1, None, False, False
-            ),
-            Function("min", _extreme("<"), 1, None, False, False),
-            Function("max", _extreme(">"), 1, None, False, False),
-            Function("contains", text.contains, 2, 2),
-            Function("starts_with", text.starts_with, 2, 2),
-            Function("ends_with", text.ends_with, 2, 2),
-            Function("like", text.like, 2, 3, prepare=text.prepare_like),
-            Function("regexp_like", text.regexp_like, 2, 2, prepare=text.prepare_regexp_like),
+            Function("abs", _abs, params=number, returns=NUMBER),
+            Function("round", _round, 1, 2, params=(NUMBER, NUMBER), returns=NUMBER),
+            Function("floor", _to_integer("floor", decimal.ROUND_FLOOR), params=number, returns=NUMBER),
+            Function("ceil", _to_integer("ceil", decimal.ROUND_CEILING), params=number, returns=NUMBER),
+            Function("lower", lambda s: _need_string("lower", s).lower(), params=(STRING,), returns=STRING),
+            Function("upper", lambda s: _need_string("upper", s).upper(), params=(STRING,), returns=STRING),
+            Function("length", lambda s: len(_need_string("length", s)), params=(STRING,), returns=NUMBER),
+            Function("coalesce", _coalesce, 1, None, null_in_null_out=False, returns=common_type),
+            Function("min", _extreme("<"), 1, None, False, False, params=(ORDERED,), returns=ordered_common_type),
+            Function("max", _extreme(">"), 1, None, False, False, params=(ORDERED,), returns=ordered_common_type),
+            Function("contains", text.contains, 2, 2, params=text_pair, returns=BOOLEAN),
+            Function("starts_with", text.starts_with, 2, 2, params=text_pair, returns=BOOLEAN),
+            Function("ends_with", text.ends_with, 2, 2, params=text_pair, returns=BOOLEAN),
+            Function("like", text.like, 2, 3, prepare=text.prepare_like, params=(STRING,), returns=BOOLEAN),
+            Function("regexp_like", text.regexp_like, 2, 2, prepare=regex, params=text_pair, returns=BOOLEAN),
         ]
     )

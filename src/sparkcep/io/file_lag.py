@@ -5,9 +5,13 @@ run, whatever the number of batches: a file's whole line count once (files are c
 are written under a dot name and renamed in), and the lines before the reader's position as it advances.
 
 Event time behind is the newest event time waiting minus the newest read, each read from the tail of what it
-covers (the last :data:`TAIL_BYTES` of a file, or of the part of it read so far): files are written in arrival
-order, so their newest events are at their ends, give or take the out-of-order spread of arrival. Reading every
-line's time would cost a JSON parse per line on the driver.
+covers (the last :data:`TAIL_BYTES` of a file, or of each stretch of it the reader advanced over): files are
+written in arrival order, so their newest events are at their ends, give or take the out-of-order spread of
+arrival. Reading every line's time would cost a JSON parse per line on the driver.
+
+A compressed file counts in its content's units (:mod:`sparkcep.io.compressed`): decompressed bytes, and its
+dead letter, if damaged, as one line of one byte. Its counting goes on from where the last one stopped, in a
+decompressing stream kept open between batches, never from the start of the file again.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from threading import Lock
 from typing import Any
 
 from sparkcep.core.routing import readable_time
-from sparkcep.io.file_plan import FileOffsets, Listed, count_lines, line_pieces
+from sparkcep.io.compressed import CompressedFiles
+from sparkcep.io.file_plan import ByteSource, FileOffsets, Listed, count_lines
 from sparkcep.io.lag import SourceLag
 from sparkcep.io.storage import Location
 
@@ -27,8 +32,8 @@ TAIL_BYTES = 64 << 10
 
 @dataclass
 class _Counted:
-    """What is known of one file: its line count up to ``size``, the newest time of its tail, and the lines
-    before ``position`` (the furthest position counted so far)."""
+    """What is known of one file: its line count up to ``size``, the newest time of its tail, the lines before
+    ``position`` (the furthest position counted so far) and the newest time of the tails read up to there."""
 
     mtime_ns: int
     size: int
@@ -36,6 +41,28 @@ class _Counted:
     newest: int | None
     position: int = 0
     lines_before: int = 0
+    newest_before: int | None = None
+
+
+class _Tail:
+    """A file read through, keeping its last :data:`TAIL_BYTES`: the tail of what was read, without reading
+    it again (a compressed file could only be read again from its start)."""
+
+    def __init__(self, handle: ByteSource, start: int) -> None:
+        self._handle = handle
+        self.kept = b""
+        self.origin = start  # where reading began: a line start
+        self.start = start  # the position of ``kept``
+
+    def read(self, size: int = -1, /) -> bytes:
+        block = self._handle.read(size)
+        kept = block[-TAIL_BYTES:] if len(block) >= TAIL_BYTES else (self.kept + block)[-TAIL_BYTES:]
+        self.start += len(self.kept) + len(block) - len(kept)
+        self.kept = kept
+        return block
+
+    def seek(self, offset: int, whence: int = 0, /) -> int:
+        return self._handle.seek(offset, whence)
 
 
 class FileLag:
@@ -45,6 +72,7 @@ class FileLag:
         self.directory = directory
         self.time_field = time_field
         self._files: dict[str, _Counted] = {}
+        self._content = CompressedFiles(directory)
 
     def measure(self, offsets: FileOffsets, listed: list[Listed]) -> SourceLag:
         files: dict[str, _Counted] = {}
@@ -53,8 +81,12 @@ class FileLag:
         newest_read: int | None = None
         newest_waiting: int | None = None
         complete = 0
+        self._content.listed(listed)
         for file in listed:
-            read_to = offsets.files[file.name][1] if file.name in offsets.files else file.size
+            if file.name in offsets.files:
+                read_to = offsets.files[file.name][1]
+            else:  # not read yet: all of its content (a compressed file's size decompressed)
+                read_to = self._content.content_size(file).size
             counted = self._count(file, read_to)
             files[file.name] = counted
             position = offsets.position(file.name)
@@ -66,7 +98,7 @@ class FileLag:
                 continue
             newest_waiting = _later(newest_waiting, counted.newest)
             if position > 0:  # partly read: the newest time of what was read is at its end
-                newest_read = _later(newest_read, self._tail_time(self.directory / file.name, position))
+                newest_read = _later(newest_read, counted.newest_before)
         self._files = files
         if records == 0:
             behind: int | None = 0
@@ -87,30 +119,29 @@ class FileLag:
         known = self._files.get(file.name)
         if known is not None and known.mtime_ns == file.mtime_ns and known.size == size:
             return known
-        path = self.directory / file.name
-        with path.open_read() as handle:
-            lines = count_lines(handle, size)
-        return _Counted(file.mtime_ns, size, lines, self._tail_time(path, size))
+        with self._content.opened(file.name, 0) as handle:
+            tail = _Tail(handle, 0)
+            lines = count_lines(tail, size)
+        return _Counted(file.mtime_ns, size, lines, self._tail_time(tail))
 
     def _lines_before(self, name: str, counted: _Counted, position: int) -> int:
-        """Lines before ``position`` (a line start), counting on from the last position counted."""
+        """Lines before ``position`` (a line start), counting on from the last position counted; the newest time
+        of the tails read on the way (``newest_before``)."""
         if position >= counted.size:
             return counted.lines
         if position < counted.position:  # offsets of an older batch (a re-run): count again from the start
-            counted.position, counted.lines_before = 0, 0
+            counted.position, counted.lines_before, counted.newest_before = 0, 0, None
         if position > counted.position:
-            with (self.directory / name).open_read() as handle:
-                handle.seek(counted.position)
-                counted.lines_before += count_lines(handle, position - counted.position)
+            with self._content.opened(name, counted.position) as handle:
+                tail = _Tail(handle, counted.position)
+                counted.lines_before += count_lines(tail, position - counted.position)
             counted.position = position
+            counted.newest_before = _later(counted.newest_before, self._tail_time(tail))
         return counted.lines_before
 
-    def _tail_time(self, path: Location, size: int) -> int | None:
-        start = max(size - TAIL_BYTES, 0)
-        with path.open_read() as handle:
-            handle.seek(start)
-            pieces = list(line_pieces(handle, size - start))
-        if start > 0 and pieces:
+    def _tail_time(self, tail: _Tail) -> int | None:
+        pieces = tail.kept.splitlines(keepends=True)  # as line_pieces splits: kept is one block
+        if tail.start > tail.origin and pieces:
             pieces = pieces[1:]  # the first piece may be the end of a line cut in two
         newest = None
         for piece in pieces:

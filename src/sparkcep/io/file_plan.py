@@ -14,6 +14,10 @@ read again. A batch reads ``[position, end)`` of each file, always whole lines.
 
 Lines are split as Spark's text source splits them (and :func:`sparkcep.core.lines.read_lines`): at ``\\n``,
 ``\\r`` and ``\\r\\n``, bytes kept as they are.
+
+Positions and sizes are those of a file's *content*: its bytes, or for a compressed file (``.gz``, ``.bz2``,
+``.zst``, ``.deflate``) its decompressed bytes, read through a :class:`ByteSource` (see
+:mod:`sparkcep.io.compressed`); nothing here knows the difference.
 """
 
 from __future__ import annotations
@@ -22,13 +26,22 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Protocol
 
 OFFSETS_VERSION = 1
 _BLOCK = 8 << 20  # bytes read at a time
 _COUNT_BLOCK = 1 << 20  # bytes counted at a time
 
 Positions = dict[str, int]
+
+
+class ByteSource(Protocol):
+    """What planning reads a file's content through: a file opened for reading bytes, or the decompressed content
+    of a compressed file (:class:`sparkcep.io.compressed.Content`, which seeks back by starting again)."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+    def seek(self, offset: int, whence: int = 0, /) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -168,7 +181,7 @@ def capped_ends(
     return ends
 
 
-def cut_lines(handle: BinaryIO, first: int, stop: int, lines: int | None, size: int | None) -> tuple[int, int]:
+def cut_lines(handle: ByteSource, first: int, stop: int, lines: int | None, size: int | None) -> tuple[int, int]:
     """From ``first``, the end of at most ``lines`` lines and about ``size`` bytes (the line that crosses the byte
     bound is included), and how many lines that is; at least one line. Lines are counted at ``\n`` (a cut after
     ``\n`` never splits a ``\r\n``; lines ending in a lone ``\r`` count with their neighbours, as
@@ -178,10 +191,12 @@ def cut_lines(handle: BinaryIO, first: int, stop: int, lines: int | None, size: 
     handle.seek(first)
     position = first
     counted = 0
+    last = b""  # the last byte read: whether the last line has its break (no seek back: content may not seek)
     while position < stop:
         block = handle.read(min(_COUNT_BLOCK, stop - position))
         if not block:
             break
+        last = block[-1:]
         at = 0
         while True:
             found = block.find(b"\n", at)
@@ -193,12 +208,7 @@ def cut_lines(handle: BinaryIO, first: int, stop: int, lines: int | None, size: 
                 return end, counted
             at = found + 1
         position += len(block)
-    return stop, counted + (1 if stop > first and not _ends_line(handle, stop) else 0)
-
-
-def _ends_line(handle: BinaryIO, stop: int) -> bool:
-    handle.seek(stop - 1)
-    return handle.read(1) == b"\n"
+    return stop, counted + (1 if stop > first and last != b"\n" else 0)
 
 
 def tasks(
@@ -230,7 +240,7 @@ def tasks(
     return grouped
 
 
-def next_line_start(handle: BinaryIO, at: int, end: int) -> int | None:
+def next_line_start(handle: ByteSource, at: int, end: int) -> int | None:
     """The first position in ``[at, end)`` where a line starts (just after a ``\\n``), or None.
 
     A cut after ``\\n`` never splits a ``\\r\\n``; a line that ends in a lone ``\\r`` simply stays with its
@@ -251,7 +261,7 @@ def next_line_start(handle: BinaryIO, at: int, end: int) -> int | None:
 # -- lines ------------------------------------------------------------------------------------------
 
 
-def _blocks(handle: BinaryIO, length: int) -> Iterator[bytes]:
+def _blocks(handle: ByteSource, length: int) -> Iterator[bytes]:
     """The next ``length`` bytes of ``handle`` in blocks that end after a ``\\n`` (the last may not): split apart,
     they give the lines the whole would give, as a block cut after ``\\n`` never splits a ``\\r\\n``."""
     left = length
@@ -270,7 +280,7 @@ def _blocks(handle: BinaryIO, length: int) -> Iterator[bytes]:
         yield carry
 
 
-def count_lines(handle: BinaryIO, length: int) -> int:
+def count_lines(handle: ByteSource, length: int) -> int:
     """How many lines the next ``length`` bytes of ``handle`` hold, split as :func:`line_pieces` splits them,
     without making them (a count of line breaks, a pass at the speed of reading, :data:`_COUNT_BLOCK` at a time:
     the driver counts while it runs a batch, and must not hold much)."""
@@ -293,13 +303,13 @@ def count_lines(handle: BinaryIO, length: int) -> int:
     return lines
 
 
-def line_pieces(handle: BinaryIO, length: int) -> Iterator[bytes]:
+def line_pieces(handle: ByteSource, length: int) -> Iterator[bytes]:
     """The next ``length`` bytes of ``handle`` as lines, each with its line break (the last may have none)."""
     for block in _blocks(handle, length):
         yield from block.splitlines(keepends=True)
 
 
-def line_blocks(handle: BinaryIO, length: int) -> Iterator[list[bytes]]:
+def line_blocks(handle: ByteSource, length: int) -> Iterator[list[bytes]]:
     """The next ``length`` bytes of ``handle`` as lists of lines without their line breaks, a block at a time."""
     for block in _blocks(handle, length):
         yield block.splitlines()

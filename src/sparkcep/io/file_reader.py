@@ -26,6 +26,12 @@ checkpoint, so a re-run batch reads exactly the same lines. Options (Spark lower
 Rows: with ``routing``, packed rows (:data:`sparkcep.io.packed.PACKED_DDL`); without, ``value``, a line's bytes as
 they are. A batch's end offset records the wall clock when it was planned (``now``), which routing judges event
 times against (the run's max time ahead): a batch run again after a crash judges its lines as the first run did.
+
+Compressed files (``.gz``, ``.bz2``, ``.zst``, ``.deflate``) are read decompressed, their offsets, caps and lag in
+decompressed bytes, each read by one task (see :mod:`sparkcep.io.compressed`). The damaged rest of one (cut short,
+corrupt, not the codec's data, a refused ``.lz4`` or ``.snappy``) is one dead letter after its whole lines: a packed
+row of :data:`sparkcep.core.routing.UNREADABLE` whose line is the reason, naming the file and the codec's error
+(without ``routing``, a ``value`` of the reason's text).
 """
 
 from __future__ import annotations
@@ -35,12 +41,13 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxFiles
 
 from sparkcep.io.alignment import DEFAULT_TARGET_RECORDS, Planned, StepRule, adapted_step
+from sparkcep.io.compressed import Compressed, CompressedFiles, range_lines
 from sparkcep.io.file_plan import (
     FileOffsets,
     Listed,
@@ -62,6 +69,9 @@ from sparkcep.io.file_plan import (
 )
 from sparkcep.io.packed import PACKED_DDL
 from sparkcep.io.storage import Location, location
+
+if TYPE_CHECKING:
+    from sparkcep.core.routing import Router
 
 SOURCE_NAME = "sparkcep_files"
 SCHEMA = "value binary"
@@ -140,6 +150,7 @@ class ReaderOptions:
 class FileRanges(InputPartition):
     ranges: tuple[tuple[str, int, int], ...]  # (path, first byte, end byte)
     now_ms: int | None = None  # the batch's wall clock (see the module docs)
+    compressed: tuple[tuple[str, Compressed], ...] = ()  # (path, what the driver learnt of it) of compressed ranges
 
 
 class FilesDataSource(DataSource):
@@ -155,7 +166,7 @@ class FilesDataSource(DataSource):
 
 
 def list_directory(path: Path | Location) -> list[Listed]:
-    """The input files of ``path`` in reading order."""
+    """The input files of ``path`` in reading order, as listed (a compressed file with its compressed size)."""
     try:
         entries = location(path).files()
     except FileNotFoundError:
@@ -169,6 +180,7 @@ class FilesStreamReader(DataSourceStreamReader):
         self.options = options
         self._step = options.align_step_ms or 0  # the step the last aligned batch used
         self._indexes: dict[str, TimeIndex] = {}
+        self._files = CompressedFiles(options.path)
 
     def initialOffset(self) -> dict[str, object]:
         return (self.options.starting or FileOffsets.empty()).to_json()
@@ -180,7 +192,7 @@ class FilesStreamReader(DataSourceStreamReader):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, object]:
         offsets = FileOffsets.from_json(start)
-        files = waiting(offsets, list_directory(self.options.path))
+        files = self._waiting(offsets)
         if self.options.align_step_ms is None:
             max_files = limit.max_files if isinstance(limit, ReadMaxFiles) else None
             ends = capped_ends(files, offsets, max_files, self.options.max_records, self.options.max_bytes, self._cut)
@@ -190,6 +202,18 @@ class FilesStreamReader(DataSourceStreamReader):
         if advanced.files == offsets.files:
             return start  # nothing new: the same offsets, so that Spark plans no batch
         return replace(advanced, now_ms=int(time.time() * 1000)).to_json()
+
+    def _waiting(self, offsets: FileOffsets) -> list[Listed]:
+        """The files with lines not read yet, each with the size of its content it is read to: a compressed file
+        not read before is examined for it (decompressed once, see sparkcep.io.compressed)."""
+        listed = list_directory(self.options.path)
+        self._files.listed(listed)
+        found = []
+        for file in waiting(offsets, listed):
+            sized = file if file.name in offsets.files else self._files.content_size(file)
+            if sized.size > 0:  # an empty compressed file waits, as an empty plain one does
+                found.append(sized)
+        return found
 
     def _aligned(self, offsets: FileOffsets, files: list[Listed], base_ms: int) -> Positions:
         """Ends at one event-time horizon for every waiting file, the step adapted (sparkcep.io.alignment)."""
@@ -209,7 +233,7 @@ class FilesStreamReader(DataSourceStreamReader):
         return planned.ends
 
     def _cut(self, name: str, first: int, stop: int, lines: int | None, size: int | None) -> tuple[int, int]:
-        with (self.options.path / name).open_read() as handle:
+        with self._files.opened(name, first) as handle:
             return cut_lines(handle, first, stop, lines, size)
 
     def _index(self, file: Listed, granularity_ms: int) -> TimeIndex:
@@ -231,7 +255,7 @@ class FilesStreamReader(DataSourceStreamReader):
             found = readable_time(text, field)
             return None if found is None or (bound is not None and found > bound) else found
 
-        with (self.options.path / file.name).open_read() as handle:
+        with self._files.opened(file.name, 0) as handle:
             index = index_lines(line_pieces(handle, file.size), time_of, granularity_ms)
         self._indexes[file.name] = index
         return index
@@ -241,13 +265,20 @@ class FilesStreamReader(DataSourceStreamReader):
         spans = ranges(FileOffsets.from_json(start), ending)
         total = sum(stop - first for _, first, stop in spans)
         target = min(_MAX_TASK_BYTES, max(_MIN_TASK_BYTES, -(-total // self.options.parallelism)))
+        compressed = {name: facts for name, _, _ in spans if (facts := self._files.facts(name)) is not None}
 
         def line_start(name: str, at: int, stop: int) -> int | None:
+            if name in compressed:
+                return None  # a compressed stream cannot be entered in the middle: one task reads the range
             with (self.options.path / name).open_read() as handle:
                 return next_line_start(handle, at, stop)
 
         return [
-            FileRanges(tuple((str(self.options.path / name), first, stop) for name, first, stop in task), ending.now_ms)
+            FileRanges(
+                tuple((str(self.options.path / name), first, stop) for name, first, stop in task),
+                ending.now_ms,
+                tuple((str(self.options.path / name), compressed[name]) for name, _, _ in task if name in compressed),
+            )
             for task in tasks(spans, target, line_start)
         ]
 
@@ -260,7 +291,8 @@ class FilesStreamReader(DataSourceStreamReader):
 
         schema = pa.schema([pa.field("value", pa.binary())])
         for lines in self._lines(partition, _ROWS_PER_BATCH):
-            yield pa.RecordBatch.from_arrays([pa.array(lines, pa.binary())], schema=schema)
+            values = [lines.encode("utf-8")] if isinstance(lines, str) else lines  # a dead letter: its reason
+            yield pa.RecordBatch.from_arrays([pa.array(values, pa.binary())], schema=schema)
 
     def _read_packed(self, partition: FileRanges, routing: str) -> Iterator[Any]:
         from sparkcep.core.routing import Router, RoutingSpec
@@ -270,12 +302,21 @@ class FilesStreamReader(DataSourceStreamReader):
         # A batch planned before its wall clock was recorded (an older checkpoint's last batch) is judged now.
         now = partition.now_ms if partition.now_ms is not None else int(time.time() * 1000)
         for lines in self._lines(partition, self.options.pack_lines):
-            yield from packed_batches(router, lines, None, now)
+            if isinstance(lines, str):
+                yield unreadable_batch(router, lines)
+            else:
+                yield from packed_batches(router, lines, None, now)
 
     @staticmethod
-    def _lines(partition: FileRanges, size: int) -> Iterator[list[bytes]]:
-        """The partition's lines in order, ``size`` at a time."""
+    def _lines(partition: FileRanges, size: int) -> Iterator[list[bytes] | str]:
+        """The partition's lines in order, ``size`` at a time; a ``str`` is the dead letter of a compressed file's
+        damaged rest (its reason)."""
+        compressed = dict(partition.compressed)
         for path, first, stop in partition.ranges:
+            facts = compressed.get(path)
+            if facts is not None:
+                yield from range_lines(location(path), facts, first, stop, size)
+                continue
             with location(path).open_read() as handle:
                 handle.seek(first)
                 for lines in line_blocks(handle, stop - first):
@@ -284,3 +325,14 @@ class FilesStreamReader(DataSourceStreamReader):
 
     def commit(self, end: dict[str, Any]) -> None:
         pass  # offsets are Spark's checkpoint
+
+
+def unreadable_batch(router: Router, reason: str) -> Any:
+    """The packed row of a compressed file's dead letter: unrouted with the code UNREADABLE, its line the reason
+    (the engine reports the line as the reason; sparkcep.core.program), its bucket the line's as for any unrouted
+    line."""
+    from sparkcep.core.routing import UNREADABLE, Routed
+    from sparkcep.io.packed import pack
+
+    routed = Routed({router.bucket(UNREADABLE, "", reason): [(UNREADABLE, reason, None)]}, {})
+    return pack(routed, router.spec)

@@ -1,7 +1,8 @@
 """JSON-lines files: the file source and the file sink.
 
 The source is read by sparkcep's reader (:mod:`sparkcep.io.file_reader`): files in a fixed order, whole or
-aligned in event time, planned in :mod:`sparkcep.io.file_plan`.
+aligned in event time, planned in :mod:`sparkcep.io.file_plan`; compressed files (``.gz``, ``.bz2``, ``.zst``,
+``.deflate``) decompressed, counted in decompressed bytes (:mod:`sparkcep.io.compressed`).
 
 The sink has the tasks that computed a batch write its records, one file per task and output name,
 ``OUTPUT/<name>/part-<batch id>-<task>.jsonl``, so no record passes through the driver. A file's name carries
@@ -37,7 +38,8 @@ SPARK_READER: Literal["spark"] = "spark"
 
 @dataclass(frozen=True)
 class FileSource:
-    """Every file in ``path`` (one JSON event per line), not named ``.*`` or ``_*``.
+    """Every file in ``path`` (one JSON event per line), not named ``.*`` or ``_*``; a compressed one (``.gz``,
+    ``.bz2``, ``.zst``, ``.deflate``) decompressed, its byte caps and lag in decompressed bytes.
 
     Files are read oldest modification time first, equal times in name order. A micro-batch takes what is
     waiting up to ``max_batch_records`` lines and ``max_batch_bytes`` bytes (None: no bound; whole lines, a file

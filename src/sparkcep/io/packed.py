@@ -78,7 +78,7 @@ def packed_batches(
     origins: Sequence[str | None] | None,
     now_ms: int | None,
 ) -> Iterator[pa.RecordBatch]:
-    """The packed batch of ``lines`` (nothing when every line was blank)."""
+    """The packed batch of ``lines`` (nothing for no lines)."""
     routed = router.route(lines, origins, now_ms)
     if routed.rows:
         yield pack(routed, router.spec)

@@ -30,7 +30,7 @@ JOB_STATES = ("starting", "running", "stopped", "failed", "lost", "unknown")
 # batch (as 0): a file of an older sparkcep that lacks a figure does not make it read 0.
 _COUNTERS = (
     ("records", "sparkcep_records", "Input records read (lines, Kafka records), once per key grouping of the rules."),
-    ("skipped", "sparkcep_records_skipped", "Records no rule takes (a paused rule, a filter that leaves them out)."),
+    ("skipped", "sparkcep_records_skipped", "Records no rule takes (a paused rule, a filter, a blank line)."),
     ("accepted", "sparkcep_events_accepted", "Events some rule took, late ones included (one per key grouping)."),
     ("late", "sparkcep_late_events", "Events at or before the watermark; per rule: sparkcep_rule_late_events."),
     ("duplicates", "sparkcep_duplicates", "Copies of an event dropped (same id, time and content), once per grouping."),

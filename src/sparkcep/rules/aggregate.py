@@ -20,14 +20,18 @@ Several entries with the same id are the versions of one rule; each takes effect
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Mapping
 from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal, InvalidOperation
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from sparkcep.errors import RuleError
 from sparkcep.rules.base import DurationMs, RuleVersion, TypeAndIdFirst, shown_duration, shown_names
+from sparkcep.rules.messages import refused
+from sparkcep.timeutil import format_duration
 
 OPERATORS = {
     "EQUAL": "=",
@@ -46,31 +50,54 @@ COUNT_FLINK = "COUNT_FLINK"  # the demo's name for "count the events" in aggrega
 # (SQL's DECIMAL(38) range). Exact arithmetic keeps every digit, so one amount of "1e999999999" would make a sum
 # a billion digits long; bounded numbers keep any sum of a window to about 80 digits.
 DECIMAL_DIGITS = 38
+NUMBER_RANGE = f"a number below 10^{DECIMAL_DIGITS} in magnitude with at most {DECIMAL_DIGITS} digits after the point"
 _LONGEST_NUMBER_TEXT = 2 * DECIMAL_DIGITS + 8
 
 
 def to_decimal(value: object) -> Decimal:
     """Exact decimal of a JSON number or numeric text within :data:`DECIMAL_DIGITS`; floats go through their
-    shortest repr (0.1 -> 0.1). Raises ValueError for anything else, larger or finer."""
+    shortest repr (0.1 -> 0.1). Raises ValueError for anything else, larger or finer, saying which
+    (:func:`expected_number`)."""
+    result = _read_decimal(value)
+    if result is None or not result.is_finite() or not _in_decimal_range(result):  # NaN, infinities
+        raise ValueError(f"expected {expected_number(value)}, got {str(value)[:80]!r}")
+    return result
+
+
+def expected_number(value: object) -> str:
+    """What :func:`to_decimal` expected of ``value``: :data:`NUMBER_RANGE` when it is a number beyond the range
+    (a dead letter must say the real limit, not "a number" for 1e308), else "a number"."""
+    if isinstance(value, float) and math.isinf(value):  # json reads 1e999 as infinity: a number, too large
+        return NUMBER_RANGE
+    number = _read_decimal(value)
+    return NUMBER_RANGE if number is not None and number.is_finite() else "a number"
+
+
+def _read_decimal(value: object) -> Decimal | None:
+    """The decimal ``value`` is written as, in any range; None when it is no number (booleans are not)."""
     if isinstance(value, bool):
-        raise ValueError(f"expected a number, got {value!r}")
-    result: Decimal | None = None
+        return None
     if isinstance(value, int):
-        result = Decimal(value) if abs(value) < 10**DECIMAL_DIGITS else None
-    elif isinstance(value, float):
-        result = Decimal(repr(value))
-    elif isinstance(value, str):
+        # Digits beyond the range are not converted: a huge int stands for a number that is out of range.
+        return Decimal(value) if abs(value) < 10**DECIMAL_DIGITS else Decimal(f"1E{DECIMAL_DIGITS}")
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, str):
         text = value.strip()
         try:
-            result = Decimal(text) if len(text) <= _LONGEST_NUMBER_TEXT else None  # refused before it is read
+            return Decimal(text) if len(text) <= _LONGEST_NUMBER_TEXT else _long_number(text)
         except InvalidOperation:
-            result = None
-    elif isinstance(value, Decimal):
-        result = value
-    if result is None or not result.is_finite() or not _in_decimal_range(result):  # NaN, infinities
-        bound = f"below 10^{DECIMAL_DIGITS} with at most {DECIMAL_DIGITS} decimals"
-        raise ValueError(f"expected a number {bound}, got {str(value)[:80]!r}")
-    return result
+            return None
+    return value if isinstance(value, Decimal) else None
+
+
+def _long_number(text: str) -> Decimal | None:
+    """A number too long to be in range, read without converting all its digits: ``1`` followed by 100 zeros is
+    a number (out of range), ``1x`` followed by 100 zeros none."""
+    return Decimal(f"1E{DECIMAL_DIGITS}") if _NUMBER_TEXT.fullmatch(text) else None
+
+
+_NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def _in_decimal_range(value: Decimal) -> bool:
@@ -104,6 +131,19 @@ def _operator(value: object) -> str:
     raise ValueError(f"expected one of {', '.join([*OPERATORS, *OPERATORS.values()])}, got {value!r}")
 
 
+def check_filter(text: str) -> None:
+    """A filter must parse and be a boolean (a filter passes only on exactly true: ``'abc'`` or a bare field
+    would silently never pass); raises the refusal rule validation reports for field 'filter'."""
+    from sparkcep.expr import ExpressionError, ExpressionTypeError, compile_expression, require_boolean
+
+    try:
+        require_boolean(compile_expression(text))
+    except ExpressionTypeError as error:
+        raise refused(error.expected, error.got_at) from None
+    except ExpressionError as error:  # does not parse, unknown function, a bad literal pattern
+        raise refused(f"a valid expression ({error})", text, worded=False) from None
+
+
 class AggregateRule(RuleVersion, TypeAndIdFirst):
     """One version of an aggregate rule (sparkcep's form; the demo form is converted into it)."""
 
@@ -111,7 +151,8 @@ class AggregateRule(RuleVersion, TypeAndIdFirst):
     id: str
     group_by: tuple[str, ...] = Field(min_length=1)
     function: Literal["SUM", "AVG", "MIN", "MAX", "COUNT"]
-    field: str | None = None
+    # Checked even when left out: SUM, AVG, MIN and MAX need it.
+    field: str | None = Field(default=None, validate_default=True)
     operator: str
     limit: Decimal
     window_ms: DurationMs = Field(alias="window")
@@ -121,7 +162,8 @@ class AggregateRule(RuleVersion, TypeAndIdFirst):
     # Bucketed pre-aggregation: trade precision at the window's start for state size (None: exact).
     resolution_ms: DurationMs | None = Field(default=None, alias="resolution")
     # Set by the CLEAR_STATE_ALL control: this version starts with an empty window, like after a DELETE.
-    clear_state: bool = False
+    # Strict: "yes" or 1 would read as true, and a window emptied by mistake cannot be brought back.
+    clear_state: bool = Field(default=False, strict=True)
 
     _op = field_validator("operator", mode="before")(_operator)
 
@@ -130,22 +172,30 @@ class AggregateRule(RuleVersion, TypeAndIdFirst):
     def _limit(cls, value: object) -> Decimal:
         return to_decimal(value)
 
+    @field_validator("field")
+    @classmethod
+    def _field_needed(cls, value: str | None, info: ValidationInfo) -> str | None:
+        function = info.data.get("function")
+        if function not in (None, "COUNT") and not value:
+            expected = f"the numeric field to aggregate (function {function} needs 'field')"
+            raise refused(expected, "nothing" if value is None else repr(value))
+        return value
+
     @field_validator("filter")
     @classmethod
     def _filter(cls, value: str | None) -> str | None:
         if value is not None:
-            from sparkcep.expr import compile_expression
-
-            compile_expression(value)  # raises with the column of the problem
+            check_filter(value)
         return value
 
-    @model_validator(mode="after")
-    def _field_needed(self) -> AggregateRule:
-        if self.function != "COUNT" and not self.field:
-            raise ValueError(f"function {self.function} needs 'field' (the numeric field to aggregate)")
-        if self.resolution_ms is not None and self.resolution_ms > self.window_ms:
-            raise ValueError(f"resolution {self.resolution_ms} ms is wider than the window ({self.window_ms} ms)")
-        return self
+    @field_validator("resolution_ms")
+    @classmethod
+    def _resolution(cls, value: int | None, info: ValidationInfo) -> int | None:
+        window = info.data.get("window_ms")
+        if value is not None and window is not None and value > window:
+            expected = f"a resolution not wider than the window ({format_duration(window)})"
+            raise refused(expected, repr(format_duration(value)))
+        return value
 
     @property
     def event_types(self) -> tuple[str, ...] | None:
@@ -161,14 +211,15 @@ class DemoRule(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    ruleId: int
+    # Strict: the demo writes JSON numbers; "60" or 60.5 read as 60 would hide a mistake in the file.
+    ruleId: int = Field(strict=True)
     ruleState: Literal["ACTIVE", "PAUSE", "DELETE", "CONTROL"]
     groupingKeyNames: tuple[str, ...] = ()
     aggregateFieldName: str | None = None
     aggregatorFunctionType: Literal["SUM", "AVG", "MIN", "MAX"] | None = None
     limitOperatorType: str | None = None
     limit: Decimal | None = None
-    windowMinutes: int | None = Field(default=None, gt=0)
+    windowMinutes: int | None = Field(default=None, gt=0, strict=True)
     controlType: Literal["CLEAR_STATE_ALL", "DELETE_RULES_ALL", "EXPORT_RULES_CURRENT"] | None = None
 
     @field_validator("limit", mode="before")

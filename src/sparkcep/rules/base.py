@@ -32,7 +32,8 @@ class RuleVersion(Frozen):
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
-    version: int = Field(default=1, ge=1)
+    # Strict: a version is a JSON number; "2" or 2.0 read as 2 would hide a mistake (and true would read as 1).
+    version: int = Field(default=1, ge=1, strict=True)
     effective_from_ms: int = Field(default=0, alias="effective_from")
     state: Literal["ACTIVE", "PAUSE", "DELETE"] = "ACTIVE"
     type: str  # each rule type narrows it to its name (a Literal): the tag of the rule-file union

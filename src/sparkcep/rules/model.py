@@ -25,6 +25,7 @@ and one entry in :mod:`sparkcep.rules.registry`; this module reads a whole file,
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import operator
@@ -32,16 +33,17 @@ import re
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, GetCoreSchemaHandler, ValidationError
-from pydantic_core import CoreSchema
+from pydantic import BaseModel, Field, GetCoreSchemaHandler, ValidationError
+from pydantic_core import CoreSchema, ErrorDetails
 
-from sparkcep.errors import RuleError
+from sparkcep.errors import RuleError, Verbatim
 from sparkcep.rules.aggregate import DemoRule
 from sparkcep.rules.base import Frozen, RuleVersion
 from sparkcep.rules.completion import CompletionRule
 from sparkcep.rules.documents import read_document_file
 from sparkcep.rules.inactivity import InactivityRule
-from sparkcep.rules.registry import rule_type_of, rule_types, when_changed
+from sparkcep.rules.messages import field_path, model_at, problem, shown
+from sparkcep.rules.registry import find_rule_type, rule_type_of, rule_types, when_changed
 
 __all__ = [  # the rule models moved to a module per type; importing them from here still works
     "MAX_NAME_LENGTH",
@@ -74,7 +76,7 @@ class InputSpec(Frozen):
     id_field: str = Field(default="event_id", min_length=1)
     # Copies of an event (the same id and event time) count once; off for input whose ids are not unique.
     # Events without an id are never copies of each other.
-    deduplicate: bool = True
+    deduplicate: bool = Field(default=True, strict=True)  # true or false: "no" must not read as a value
 
 
 class _RegisteredTypes:
@@ -188,10 +190,8 @@ def _from_demo_form(raw: dict[str, Any]) -> dict[str, Any]:
             demo = DemoRule.model_validate(item)
         except ValidationError as exc:
             first = exc.errors()[0]
-            field = ".".join(str(part) for part in first["loc"]) or "<rule>"
-            expected = "a value (the field is required)" if first["type"] == "missing" else str(first["msg"])
-            expected = expected.removeprefix("Value error, ").split(", got ")[0].removeprefix("expected ")
-            raise RuleError(label, field, expected, first.get("input")) from None
+            expected, got = problem(first, model_at(DemoRule, tuple(first["loc"])))
+            raise RuleError(label, field_path(first["loc"]), expected, got) from None
         if demo.ruleState == "CONTROL":
             expected = (
                 "ACTIVE, PAUSE or DELETE in a rule file (CONTROL rules act on a rule store: sparkcep rules control)"
@@ -202,6 +202,38 @@ def _from_demo_form(raw: dict[str, Any]) -> dict[str, Any]:
     return {**raw, "rules": converted}
 
 
+def _refusal(first: ErrorDetails, raw: dict[str, Any]) -> RuleError:
+    """pydantic's first objection to a rule document as a RuleError naming the rule (see rules/messages.py)."""
+    loc = tuple(first["loc"])
+    rule_label = "<file>"
+    model: type[BaseModel] | None = RuleSet
+    item: Any = None
+    if len(loc) >= 2 and loc[0] == "rules" and isinstance(loc[1], int):
+        items = raw.get("rules")
+        item = items[loc[1]] if isinstance(items, list) and loc[1] < len(items) else None
+        rule_label = _rule_label(item, loc[1])
+        loc, model = loc[2:], None
+        # pydantic puts the union tag (e.g. "completion") in the path; it is not a field
+        rule_type = find_rule_type(loc[0]) if loc and isinstance(item, dict) and loc[0] == item.get("type") else None
+        if rule_type is not None:
+            loc, model = loc[1:], rule_type.model
+    if first["type"] in ("union_tag_invalid", "union_tag_not_found") or (model is None and not loc):
+        names = [repr(rule_type.name) for rule_type in rule_types()]
+        expected = f"type {', '.join(names[:-1])} or {names[-1]}"
+        if not isinstance(item, dict):
+            return RuleError(rule_label, "<rule>", f"a rule: an object with {expected}", shown(item))
+        if "type" not in item:
+            expected += " (or a fraud-demo rule with 'ruleId')"
+            return RuleError(rule_label, "type", expected, Verbatim("nothing"))
+        got = item["type"]
+        close = difflib.get_close_matches(got, [t.name for t in rule_types()], n=1) if isinstance(got, str) else []
+        if close:
+            expected += f" (did you mean {close[0]!r}?)"
+        return RuleError(rule_label, "type", expected, shown(got))
+    expected, got = problem(first, model_at(model, loc))
+    return RuleError(rule_label, field_path(loc), expected, got)
+
+
 def parse_rules(raw: Any) -> RuleSet:
     """Validate a decoded rule document; errors name the rule, the field, what was expected and what came."""
     if not isinstance(raw, dict):
@@ -210,34 +242,7 @@ def parse_rules(raw: Any) -> RuleSet:
     try:
         rules = RuleSet.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = list(first["loc"])
-        rule_label = "<file>"
-        if len(loc) >= 2 and loc[0] == "rules" and isinstance(loc[1], int):
-            items = raw.get("rules")
-            item = items[loc[1]] if isinstance(items, list) and loc[1] < len(items) else None
-            rule_label = _rule_label(item, loc[1])
-            loc = loc[2:]
-            # pydantic puts the union tag (e.g. "completion") in the path; it is not a field
-            if loc and isinstance(item, dict) and loc[0] == item.get("type"):
-                loc = loc[1:]
-        field = ".".join(str(part) for part in loc) or "<rule>"
-        got = first.get("input")
-        expected = first["msg"]
-        if first["type"] == "missing":
-            expected, got = "a value (the field is required)", None
-        elif first["type"] == "value_error":
-            # our validators say what they expected; drop pydantic's prefix and our own "got"
-            expected = str(first["msg"]).removeprefix("Value error, ").split(", got ")[0]
-            expected = expected.removeprefix("expected ")
-        elif first["type"] == "union_tag_invalid":
-            names = [repr(rule_type.name) for rule_type in rule_types()]
-            expected, got, field = (
-                f"type {', '.join(names[:-1])} or {names[-1]}",
-                got.get("type") if isinstance(got, dict) else got,
-                "type",
-            )
-        raise RuleError(rule_label, field, expected, got) from None
+        raise _refusal(exc.errors()[0], raw) from None
     _check_semantics(rules)
     return rules
 

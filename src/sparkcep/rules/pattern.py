@@ -9,6 +9,7 @@ JSON form keeps the query (not what it compiled to), so a stored or exported rul
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
@@ -61,6 +62,11 @@ class PatternRule(RuleVersion, TypeAndIdFirst):
     @field_validator("key", mode="before")
     @classmethod
     def _key(cls, value: object) -> object:
+        # One field may be given as text, as the key of the other rule types is; text with a comma is a list
+        # written as text ("card_id, user_id"), which would silently be one field of that odd name.
+        if isinstance(value, str) and "," in value:
+            names = [name.strip() for name in value.split(",")]
+            raise ValueError(f"expected a list of field names such as {json.dumps(names)}, got {value!r}")
         return (value,) if isinstance(value, str) else value
 
     @model_validator(mode="before")
@@ -150,7 +156,8 @@ def check_pattern_rule(rule: PatternRule, first: PatternRule | None = None) -> N
     try:
         spec = parse_pattern(rule.pattern)
         for name, text in rule.output.measures.items():
-            compile_condition("output", f"measures.{name}", text, spec.functions, frozenset(spec.stage_names()))
+            stages = frozenset(spec.stage_names())
+            compile_condition("output", f"measures.{name}", text, spec.functions, stages, boolean=False)
     except PatternError as error:
         field = f"output.{error.field}" if error.where == "output" else f"pattern: {error.where}, {error.field}"
         raise RuleError(rule.id, field, error.expected, error.got) from None

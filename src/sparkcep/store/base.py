@@ -71,8 +71,13 @@ class RuleStore(abc.ABC):
 
     def unreadable(self) -> list[plan.Unreadable]:
         """The versions no validation accepts, with the error: the job holds their rules paused."""
+        return list(self.readable_log().unreadable)
+
+    def readable_log(self) -> plan.ReadableLog:
+        """The log as the job runs it, from one read: the versions it runs, the unreadable ones, the rules with no
+        readable version and their pauses and deletes (tombstones), see :func:`sparkcep.store.versions.readable`."""
         snapshot = self._snapshot()
-        return list(plan.readable(snapshot.input, snapshot.versions).unreadable)
+        return plan.readable(snapshot.input, snapshot.versions)
 
     def export(self) -> dict[str, Any]:
         """A rule file of every version that ``load_rules`` accepts (durations and times written readably): the log
@@ -110,13 +115,19 @@ class RuleStore(abc.ABC):
         return self._transaction(planner).new_versions[0]
 
     def pause(self, rule_id: str, author: str | None = None) -> StoredVersion:
+        """Record a PAUSE version (a rule with no readable version too: see :meth:`delete`)."""
         return self._transition(rule_id, "PAUSE", author)
 
     def resume(self, rule_id: str, author: str | None = None) -> StoredVersion:
+        """Record an ACTIVE version of a paused rule; refused for a rule with no readable version (the message
+        says how to give it one)."""
         return self._transition(rule_id, "ACTIVE", author)
 
     def delete(self, rule_id: str, author: str | None = None) -> StoredVersion:
-        """Record a DELETE version: the engine drops the rule's state when it takes effect."""
+        """Record a DELETE version: the engine drops the rule's state when it takes effect.
+
+        A rule with no readable version (the job never runs it) is deleted too: the DELETE version carries its
+        unreadable definition as it is, and the job, which has nothing of it to stop, skips it."""
         return self._transition(rule_id, "DELETE", author)
 
     def control(self, control_type: str, author: str | None = None) -> list[StoredVersion]:
@@ -203,7 +214,7 @@ class RuleStore(abc.ABC):
 
     def _transition(self, rule_id: str, state: str, author: str | None) -> StoredVersion:
         def planner(snapshot: Snapshot) -> Change:
-            entry = plan.transition(plan.latest_version(snapshot, rule_id), state)
+            entry = plan.state_change(snapshot, rule_id, state)
             return Change(self._plan(snapshot, [entry], author, new_ids_only=False, check_versions=False))
 
         return self._transaction(planner).new_versions[0]

@@ -117,7 +117,8 @@ def plan_versions(
             if new_ids_only and previous.seq <= snapshot.head:
                 expected = "an id not yet in the store (use 'update' for a new version)"
                 raise RuleError(entry.rule_id, "id", expected, entry.rule_id)
-            kind = typed.get(entry.rule_id, previous).rule_type
+            # A rule with no readable version has no type yet: an update with any valid definition repairs it.
+            kind = typed[entry.rule_id].rule_type if entry.rule_id in typed else entry.rule["type"]
             if entry.rule["type"] != kind:
                 expected = f"a {kind} rule like its earlier versions (a rule keeps its type)"
                 raise RuleError(entry.rule_id, "type", expected, entry.rule["type"])
@@ -129,13 +130,15 @@ def plan_versions(
         latest[entry.rule_id] = typed[entry.rule_id] = stored
         planned.append(stored)
     # Only what this write adds must be valid: a version that cannot be read, already in the log, must not stop
-    # the writes (a delete or an update) that repair it.
+    # the writes (a delete or an update) that repair it. A pause or delete of a rule the job does not run (a
+    # tombstone, see readable) needs no valid definition. readable() has parsed the rest of the log as a whole,
+    # so nothing else is checked; a log left with nothing to run (a store whose only rule was just deleted) is
+    # the job's concern, not the write's.
     log = readable(snapshot.input, [*snapshot.versions, *planned])
     new = {version.seq for version in planned}
     for bad in log.unreadable:
         if bad.version.seq in new:
             raise bad.error
-    _rule_set(snapshot.input, log)
     return tuple(planned)
 
 
@@ -196,13 +199,29 @@ class Unreadable:
     error: RuleError
 
 
+# A version in one of these states runs nothing of its own: recorded for a rule the job does not run, it is a
+# tombstone (see readable), not an unreadable version.
+_STOPPED = ("PAUSE", "DELETE")
+
+
 @dataclass(frozen=True)
 class ReadableLog:
     """The log as the job runs it: each unreadable version replaced by a PAUSE of its rule's latest readable
-    version (same version number and effective time), or left out when the rule has none before it."""
+    version (same version number and effective time), or left out when the rule has none before it.
+
+    ``tombstones`` are the PAUSE and DELETE versions of rules that had no readable version at that point (every
+    earlier version unreadable, or the rule left out whole): they are left out too, being neither run nor
+    reported, so that such a rule can be paused and deleted although its definition cannot be read.
+    """
 
     versions: tuple[StoredVersion, ...]
     unreadable: tuple[Unreadable, ...]
+    tombstones: tuple[StoredVersion, ...] = ()
+
+    def without_readable(self) -> dict[str, Unreadable]:
+        """The rules of which the job runs no version, each with its latest unreadable version (the reason)."""
+        running = {version.rule_id for version in self.versions}
+        return {item.version.rule_id: item for item in self.unreadable if item.version.rule_id not in running}
 
 
 def readable(input_spec: InputSpec, versions: Sequence[StoredVersion]) -> ReadableLog:
@@ -211,20 +230,28 @@ def readable(input_spec: InputSpec, versions: Sequence[StoredVersion]) -> Readab
     One bad record must not stop the job or jam the store: its rule is held paused from the bad version's
     effective time (the other rules go on) until a later readable version, e.g. a ``rules update``; a replay of
     the same log holds it paused at the same time. A rule whose readable versions still clash with another rule
-    (an output name, a type) is left out whole.
+    (an output name, a type) is left out whole. A pause or delete of a rule with no readable version before it
+    is a tombstone: the rule was not in effect, so there is nothing for the job to stop, whatever the
+    definition the version carries (the unreadable one it was recorded from).
     """
     kept: list[StoredVersion] = []
     bad: list[Unreadable] = []
+    tombstones: list[StoredVersion] = []
     good: dict[str, StoredVersion] = {}
+    seen: set[str] = set()
     for version in versions:
         error = _version_error(input_spec, version, good.get(version.rule_id))
+        earlier, seen_before = good.get(version.rule_id), version.rule_id in seen
+        seen.add(version.rule_id)
         if error is None:
             good[version.rule_id] = version
             kept.append(version)
-            continue
-        bad.append(Unreadable(version, error))
-        if version.rule_id in good:
-            kept.append(_held_paused(good[version.rule_id], version))
+        elif earlier is None and seen_before and version.state in _STOPPED:
+            tombstones.append(version)
+        else:
+            bad.append(Unreadable(version, error))
+            if earlier is not None:
+                kept.append(_held_paused(earlier, version))
     while kept:
         try:
             parse_rules(document(input_spec, kept))
@@ -233,9 +260,30 @@ def readable(input_spec: InputSpec, versions: Sequence[StoredVersion]) -> Readab
             culprits = [version for version in kept if version.rule_id == exc.rule_id]
             if not culprits:
                 raise
-            bad.extend(Unreadable(version, exc) for version in culprits)
             kept = [version for version in kept if version.rule_id != exc.rule_id]
-    return ReadableLog(tuple(kept), tuple(sorted(bad, key=lambda item: item.version.seq)))
+            _left_out(culprits, exc, bad, tombstones)
+    return ReadableLog(
+        tuple(kept), tuple(sorted(bad, key=lambda item: item.version.seq)), tuple(sorted(tombstones, key=_seq))
+    )
+
+
+def _left_out(
+    culprits: list[StoredVersion], error: RuleError, bad: list[Unreadable], tombstones: list[StoredVersion]
+) -> None:
+    """Sort the versions of a rule left out whole: its first version is reported with the clash; a later pause or
+    delete is a tombstone; a stand-in for a version already reported (held paused) is not reported twice."""
+    reported = {item.version.seq for item in bad}
+    for index, version in enumerate(culprits):
+        if version.seq in reported:
+            continue
+        if index and version.state in _STOPPED:
+            tombstones.append(version)
+        else:
+            bad.append(Unreadable(version, error))
+
+
+def _seq(version: StoredVersion) -> int:
+    return version.seq
 
 
 def _version_error(input_spec: InputSpec, version: StoredVersion, previous: StoredVersion | None) -> RuleError | None:
@@ -291,6 +339,53 @@ def transition(latest: StoredVersion, state: str) -> Entry:
     return Entry(rule, pending=True, given_version=None)
 
 
+def state_change(snapshot: Snapshot, rule_id: str, state: str) -> Entry:
+    """The version a pause, resume or delete of ``rule_id`` records, taking effect on the job's next batch.
+
+    It starts from the latest version the job runs (an unreadable one stands for a PAUSE of the latest readable
+    one, see :func:`readable`). A rule with no readable version gets a tombstone instead (:func:`tombstone`).
+    """
+    last = latest_by_id(snapshot.versions).get(rule_id)
+    if last is None:
+        raise RuleError(rule_id, "id", "a rule id in the store (use 'add' for a new rule)", rule_id)
+    log = readable(snapshot.input, snapshot.versions)
+    running = latest_by_id(log.versions).get(rule_id)
+    if running is not None:
+        return transition(running, state)
+    return tombstone(last, state, log.without_readable().get(rule_id))
+
+
+def tombstone(last: StoredVersion, state: str, reason: Unreadable | None) -> Entry:
+    """A PAUSE or DELETE of a rule with no readable version (``last`` is its latest version, ``reason`` why its
+    latest unreadable one cannot be read).
+
+    The job never ran the rule, so there is nothing to stop and no valid definition is needed: the version
+    carries ``last``'s definition as it is. That keeps in the history what the rule said, and an update with
+    only the fields to fix still starts from it. A resume is refused: there is no readable version to run.
+    """
+    # An unreadable version's own state is not followed by the job (it holds the rule out), except that a pause
+    # or delete recorded for the rule stands: pausing twice or deleting twice is refused as for any rule.
+    current = last.state if last.state in _STOPPED else "ACTIVE"
+    if state == "ACTIVE" and current != "DELETE":
+        raise _nothing_to_resume(last.rule_id, reason)
+    allowed, expected = _TRANSITIONS[state]
+    if current not in allowed:
+        raise RuleError(last.rule_id, "state", expected, last.state)
+    return Entry({**last.rule, "state": state}, pending=True, given_version=None)
+
+
+def _nothing_to_resume(rule_id: str, reason: Unreadable | None) -> RuleError:
+    expected = (
+        f"a rule with a readable version to resume; to give it one, record a valid definition "
+        f"('rules update {rule_id}' with a full rule or the fields to fix), or remove it ('rules delete {rule_id}')"
+    )
+    why = "every version is unreadable"
+    if reason is not None:
+        error = reason.error
+        why = f"version {reason.version.version}: field {error.field!r}: expected {error.expected}, got {error.got!r}"
+    return RuleError(rule_id, "state", expected, f"no readable version ({why})")
+
+
 def merged_update(latest: StoredVersion, changes: dict[str, Any]) -> dict[str, Any]:
     """The raw rule an update submits: a full definition (it names a ``type``) or changes to the latest one."""
     if not isinstance(changes, dict):
@@ -308,17 +403,30 @@ CONTROL_TYPES = ("CLEAR_STATE_ALL", "DELETE_RULES_ALL", "EXPORT_RULES_CURRENT")
 
 
 def control_entries(snapshot: Snapshot, control_type: str) -> list[Entry]:
-    """The versions a CONTROL rule of the fraud-detection demo stands for (EXPORT_RULES_CURRENT writes none)."""
+    """The versions a CONTROL rule of the fraud-detection demo stands for (EXPORT_RULES_CURRENT writes none).
+
+    Both start from the versions the job runs, as a pause or delete does: a rule held paused by an unreadable
+    version is deleted from its latest readable one, a rule with no readable version gets a tombstone, and only
+    rules the job runs ACTIVE get a version that clears their state."""
     if control_type not in CONTROL_TYPES:
         raise RuleError("<control>", "controlType", f"one of {', '.join(CONTROL_TYPES)}", control_type)
-    latest = [v for v in latest_by_id(snapshot.versions).values() if v.rule.get("type") == "aggregate"]
+    if control_type == "EXPORT_RULES_CURRENT":
+        return []
+    log = readable(snapshot.input, snapshot.versions)
+    running = latest_by_id(log.versions)
     if control_type == "DELETE_RULES_ALL":
-        return [transition(v, "DELETE") for v in latest if v.state != "DELETE"]
-    if control_type == "CLEAR_STATE_ALL":
-        # Same definition, a new version that starts with empty windows when it takes effect.
+        reasons = log.without_readable()
+        latest = latest_by_id(snapshot.versions).values()
         return [
-            Entry({**v.rule, "clear_state": True}, pending=True, given_version=None)
+            transition(running[v.rule_id], "DELETE")
+            if v.rule_id in running
+            else tombstone(v, "DELETE", reasons.get(v.rule_id))
             for v in latest
-            if v.state == "ACTIVE"
+            if v.rule.get("type") == "aggregate" and v.state != "DELETE"
         ]
-    return []
+    # CLEAR_STATE_ALL: same definition, a new version that starts with empty windows when it takes effect.
+    return [
+        Entry({**v.rule, "clear_state": True}, pending=True, given_version=None)
+        for v in running.values()
+        if v.rule_type == "aggregate" and v.state == "ACTIVE"
+    ]

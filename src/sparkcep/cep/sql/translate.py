@@ -34,7 +34,7 @@ from sparkcep.cep.sql import syntax as sx
 from sparkcep.cep.sql.errors import SqlError
 from sparkcep.cep.sql.expressions import ExpressionTranslator
 from sparkcep.cep.sql.parser import parse_query
-from sparkcep.expr import ExpressionError, compile_expression, to_text
+from sparkcep.expr import ExpressionError, ExpressionTypeError, compile_expression, require_boolean, to_text
 
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_0123456789")
 OPTION_KEYS = ("max_partial_matches", "unbounded")
@@ -156,7 +156,7 @@ class _Translation:
             translator = ExpressionTranslator("MEASURES", self.order, None, f"measure {measure.name!r}")
             text = to_text(translator.translate(measure.expression))
             try:
-                compile_condition("output", f"measures.{measure.name}", text, functions, stages)
+                compile_condition("output", f"measures.{measure.name}", text, functions, stages, boolean=False)
             except PatternError as error:
                 raise SqlError(
                     "MEASURES",
@@ -413,8 +413,11 @@ def _quantifier(node: sx.Quantified) -> dict[str, Any]:
 
 
 def _compiles(clause: str, subject: str, text: str, functions: Any, at: sx.Node) -> None:
+    """A DEFINE condition compiles and is a boolean (a non-boolean WHERE is an error in Flink SQL too)."""
     try:
-        compile_expression(text, functions)
+        require_boolean(compile_expression(text, functions))
+    except ExpressionTypeError as error:
+        raise SqlError(clause, f"{error.expected} ({subject})", error.got_at, at.line, at.column) from None
     except ExpressionError as error:
         raise SqlError(
             clause, f"a condition sparkcep can evaluate ({subject})", str(error), at.line, at.column

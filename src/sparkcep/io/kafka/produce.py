@@ -1,6 +1,8 @@
 """JSON-lines files into a Kafka topic, the way a sparkcep job wants to read them (``sparkcep produce``).
 
-- One line, one record, its bytes as they are. Blank lines are skipped (a job skips them too).
+- One line, one record, its bytes as they are. Blank lines are skipped (a job skips them too). A compressed file
+  (``.gz``, ``.bz2``, ``.zst``, ``.deflate``) is read decompressed, as a job reads it
+  (:func:`sparkcep.core.lines.raw_lines`); a damaged one stops the load, naming the file and the codec's error.
 - Order: the files in the order sparkcep's file reader reads a directory (oldest modification time first, equal
   times in name order; :func:`sparkcep.io.file_plan.reading_order`), all inputs taken together as if they were
   one directory; lines in file order.
@@ -28,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from sparkcep.core.lines import InvalidText, decode_line, is_blank
+from sparkcep.core.lines import InvalidText, UnreadableFileError, decode_line, is_blank, raw_lines
 from sparkcep.core.routing import readable_time
 from sparkcep.errors import SparkcepError
 from sparkcep.io.file_plan import Listed, is_input, reading_order
@@ -148,14 +150,18 @@ class Line:
 
 def input_lines(files: Sequence[Path]) -> Iterator[Line]:
     """Every line of ``files`` with its bytes, split where Spark's text source splits (``\\n``, ``\\r``,
-    ``\\r\\n``)."""
+    ``\\r\\n``), compressed files decompressed. A damaged compressed file is a :class:`ProduceError` after its
+    whole lines: a job would read those and dead-letter the rest, but a load that stops says so at once."""
     for path in files:
         number = 0
-        with path.open("rb") as handle:
-            for chunk in handle:  # split at \n; a chunk may still hold lines that end in a lone \r
-                for raw in chunk.splitlines():
-                    number += 1
-                    yield Line(path, number, raw)
+        try:
+            for raw in raw_lines(path):
+                number += 1
+                yield Line(path, number, raw)
+        except UnreadableFileError as error:
+            raise ProduceError(
+                f"{path}: {error.reason} (after line {number}); replace the file with a sound copy, or leave it out"
+            ) from None
 
 
 def event_time(raw: bytes, time_field: str) -> int | None:
@@ -271,33 +277,42 @@ def _send(files: Sequence[Path], settings: ProduceSettings, partitions: int, fir
     counts = _Counts()
     previous = first_ms if first_ms is not None else int(time.time() * 1000)
     unkeyed = 0
-    for line in input_lines(files):
-        if is_blank(decode_line(line.raw)):
-            counts.blank += 1
-            continue
-        ms = event_time(line.raw, settings.time_field)
-        if ms is None:
-            counts.untimed += 1
-            counts.first_untimed = counts.first_untimed or line.where
-            ms = previous
-        else:
-            counts.timed(ms)
-            previous = ms
-        key = None if settings.key_field is None else record_key(line.raw, settings.key_field)
-        extra: dict[str, Any] = {}
-        if key is None:
-            extra["partition"] = unkeyed % partitions  # round-robin: the same input, the same partitions
-            unkeyed += 1
-        while True:
-            try:
-                producer.produce(settings.topic, value=line.raw, key=key, timestamp=max(ms, _FIRST_TIMESTAMP), **extra)
-                break
-            except BufferError:  # the client's queue is full: let it send
-                producer.poll(0.1)
-        producer.poll(0)
-        counts.records += 1
-        if deliveries.failed:
-            break  # the brokers refuse records: stop reading, report what they said
+    try:
+        for line in input_lines(files):
+            if is_blank(decode_line(line.raw)):
+                counts.blank += 1
+                continue
+            ms = event_time(line.raw, settings.time_field)
+            if ms is None:
+                counts.untimed += 1
+                counts.first_untimed = counts.first_untimed or line.where
+                ms = previous
+            else:
+                counts.timed(ms)
+                previous = ms
+            key = None if settings.key_field is None else record_key(line.raw, settings.key_field)
+            extra: dict[str, Any] = {}
+            if key is None:
+                extra["partition"] = unkeyed % partitions  # round-robin: the same input, the same partitions
+                unkeyed += 1
+            while True:
+                try:
+                    producer.produce(
+                        settings.topic, value=line.raw, key=key, timestamp=max(ms, _FIRST_TIMESTAMP), **extra
+                    )
+                    break
+                except BufferError:  # the client's queue is full: let it send
+                    producer.poll(0.1)
+            producer.poll(0)
+            counts.records += 1
+            if deliveries.failed:
+                break  # the brokers refuse records: stop reading, report what they said
+    except ProduceError as error:  # a damaged compressed file: what came before it is sent, and said so
+        producer.flush(_MESSAGE_TIMEOUT_MS / 1000 + settings.timeout_s)
+        raise ProduceError(
+            f"{error}. The topic holds the {counts.records} records read before it: load the rest into a new "
+            "topic, or delete and re-create this one and load everything again"
+        ) from None
     left = producer.flush(_MESSAGE_TIMEOUT_MS / 1000 + settings.timeout_s)
     if deliveries.failed or left:
         failed = deliveries.failed + left
