@@ -18,17 +18,80 @@ A group is built round by round: each round is its members built as a sequence o
 numbering and dead ends) whose first member follows the previous stage by the group's contiguity (first round)
 or by the group's inner contiguity (later rounds). Optional rounds and loops hang off PROCEED-only junction
 states that either start another round or leave the group.
+
+Every edge also carries the :class:`Shape` of its condition: what is known of it before it is evaluated (its
+value for an event of a given type, whether it reads the partial match), which lets the matcher decide most
+edges for an event type once instead of testing them for every event and partial match.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from sparkcep.cep.conditions import TRUE, Condition, both, negate, where
+from sparkcep.cep.conditions import TRUE, Condition, Scope, both, negate, required_types, where
 from sparkcep.cep.spec import Contiguity, PatternSpec, StageSpec
+from sparkcep.expr import Expression
+from sparkcep.expr import ast as expr_ast
 
 TAKE, IGNORE, PROCEED = "TAKE", "IGNORE", "PROCEED"
 NORMAL, FINAL, STOP, PENDING = "normal", "final", "stop", "pending"
+
+
+Test = Callable[[Scope], bool]
+# One test of a conjunction: (test, whether its result is inverted, whether it reads only the event under test).
+Literal = tuple[Test, bool, bool]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Shape:
+    """How the compiler built a condition, and so what is known of it before it is evaluated.
+
+    ``kind``: "true" (always holds), "where" (a condition as written: ``types`` the event types it can hold for,
+    None: any; ``type_only``: it tests nothing but the event type), "not" / "and" (of ``parts``, ``and`` evaluated
+    left to right), "opaque" (nothing known). ``test`` is the condition's own test. ``reads_match``: it may read
+    the partial match (stage or row functions), not only the event under test.
+    """
+
+    kind: str
+    test: Test
+    reads_match: bool
+    types: frozenset[str] | None = None
+    type_only: bool = False
+    parts: tuple[Shape, ...] = ()
+
+    def literals(self, event_type: str | None) -> tuple[Literal, ...] | None:  # noqa: PLR0911  # a case per kind
+        """The condition for events whose type field is the text ``event_type`` (None: of any type), as tests that
+        all hold when it holds, to evaluate left to right until one fails: what its own test evaluates, less what the
+        type alone decides (which cannot fail). None: it never holds for that type; (): it always does."""
+        own = ((self.test, False, not self.reads_match),)
+        if self.kind == "true":
+            return ()
+        if self.kind == "where":
+            if event_type is None or self.types is None:
+                return own
+            if event_type not in self.types:
+                return None  # a condition as written with the type field tests the type first, and stops there
+            return () if self.type_only else own
+        if self.kind == "not":
+            inner = self.parts[0].literals(event_type)
+            if inner is None or not inner:
+                return () if inner is None else None
+            if len(inner) == 1:
+                test, negated, pure = inner[0]
+                return ((test, not negated, pure),)
+            return own
+        if self.kind == "and":
+            first = self.parts[0].literals(event_type)
+            second = None if first is None else self.parts[1].literals(event_type)
+            if second is None:
+                return None if not first else own  # a first part left to evaluate (it may fail) before the false one
+            assert first is not None
+            return first + second
+        return own
+
+
+TRUE_SHAPE = Shape("true", TRUE.test, reads_match=False)
 
 
 @dataclass(eq=False)
@@ -36,6 +99,7 @@ class Edge:
     action: str
     target: AutomatonState
     condition: Condition
+    shape: Shape | None = None  # set by compile_automaton
 
 
 @dataclass(eq=False)
@@ -65,7 +129,39 @@ def compile_automaton(spec: PatternSpec, type_field: str | None = "event_type") 
     # Renumber the reachable states so indexes in saved partial matches are stable for a given pattern.
     for number, state in enumerate(reachable):
         state.index = number
+        for edge in state.edges:
+            edge.shape = builder.shared.shape_of(edge.condition)
     return Automaton(tuple(reachable), start.index, spec, type_field)
+
+
+def _only_type_tests(node: expr_ast.Node, type_field: str) -> bool:
+    """``node`` says nothing but which event types pass (``type = 'X'``, ``type in (...)``, and/or of those)."""
+    if isinstance(node, expr_ast.And | expr_ast.Or):
+        return all(_only_type_tests(operand, type_field) for operand in node.operands)
+    return isinstance(node, expr_ast.Compare | expr_ast.In) and required_types(node, type_field) is not None
+
+
+def _where_shape(expression: Expression, type_field: str | None, typed: bool, condition: Condition) -> Shape:
+    """The shape of ``where(expression, ...)``: only lazy functions (stage and row functions) read the match.
+
+    A condition built with the type field (``typed``) tests the event type first, so an event of another type
+    fails it without evaluating the rest. One built without it evaluates the whole expression, so its value is
+    known from the type alone only when the expression tests nothing else (which cannot fail on a text type).
+    """
+    functions = expression.functions
+    reads_match = any(
+        isinstance(node, expr_ast.Call) and functions.is_lazy(node.name) for node in expr_ast.walk(expression.node)
+    )
+    test = condition.test
+    if type_field is None:
+        return Shape("where", test, reads_match)
+    type_only = _only_type_tests(expression.node, type_field)
+    if typed:
+        types = condition.types
+        return Shape("where", test, reads_match, types, types is not None and type_only)
+    if type_only:
+        return Shape("where", test, reads_match, required_types(expression.node, type_field), True)
+    return Shape("where", test, reads_match)
 
 
 def _reachable(start: AutomatonState) -> list[AutomatonState]:
@@ -87,6 +183,20 @@ class _Shared:
         self.count = 0
         self.stops: dict[str, AutomatonState] = {}
         self.originals: dict[int, AutomatonState] = {}  # greedy + until: the following state before greedy edits
+        # By id of each condition built: the condition (which keeps the id from being reused) and its shape.
+        self.shapes: dict[int, tuple[Condition, Shape]] = {}
+        # Conditions as written, by (id of the expression, label, typed, running): the expression and its condition.
+        self.conditions: dict[tuple[int, str, bool, str | None], tuple[Expression, Condition]] = {}
+
+    def noted(self, condition: Condition, shape: Shape) -> Condition:
+        self.shapes[id(condition)] = (condition, shape)
+        return condition
+
+    def shape_of(self, condition: Condition) -> Shape:
+        if condition is TRUE:
+            return TRUE_SHAPE
+        known = self.shapes.get(id(condition))
+        return known[1] if known is not None and known[0] is condition else Shape("opaque", condition.test, True)
 
 
 class _Builder:
@@ -121,39 +231,64 @@ class _Builder:
                     pending = self.new(stage.name, PENDING)
                     condition = self.take(stage)
                     pending.add(PROCEED, self.stop(stage), condition)
-                    pending.add(IGNORE, pending, negate(condition))
+                    pending.add(IGNORE, pending, self.negate(condition))
                     sink = pending
                 # elsewhere it becomes PROCEED-to-STOP edges on the states after it (see nots_before)
             elif stage.negated == "not_next":
                 state = self.new(stage.name)
                 condition = self.take(stage)
                 if sink is final:
-                    state.add(IGNORE, final, negate(condition))
+                    state.add(IGNORE, final, self.negate(condition))
                 else:
-                    state.add(PROCEED, sink, negate(condition))
+                    state.add(PROCEED, sink, self.negate(condition))
                 state.add(PROCEED, self.stop(stage), condition)
                 sink = state
             else:
                 sink = self.convert(index, sink)
         return self.convert(0, sink)
 
-    # -- conditions
+    # -- conditions (built through these, which note each one's shape)
+
+    def where(self, expression: Expression | None, label: str, typed: bool, running: str | None = None) -> Condition:
+        """``typed``: the condition knows the event-type field (stage conditions do, until conditions do not).
+
+        One condition object per expression and way of testing it: the matcher evaluates a test once per event or
+        partial match, so a stage's TAKE edge and its negation on the IGNORE edge evaluate it once."""
+        if expression is None:
+            return TRUE
+        made = (id(expression), label, typed, running)
+        known = self.shared.conditions.get(made)
+        if known is not None and known[0] is expression:
+            return known[1]
+        condition = where(expression, label, self.type_field if typed else None, running)
+        self.shared.conditions[made] = (expression, condition)
+        return self.shared.noted(condition, _where_shape(expression, self.type_field, typed, condition))
+
+    def negate(self, condition: Condition) -> Condition:
+        shape = self.shared.shape_of(condition)
+        negated = negate(condition)
+        return self.shared.noted(negated, Shape("not", negated.test, shape.reads_match, parts=(shape,)))
+
+    def both(self, left: Condition, right: Condition) -> Condition:
+        shapes = (self.shared.shape_of(left), self.shared.shape_of(right))
+        reads_match = shapes[0].reads_match or shapes[1].reads_match
+        combined = both(left, right)
+        return self.shared.noted(combined, Shape("and", combined.test, reads_match, parts=shapes))
 
     def take(self, stage: StageSpec) -> Condition:
-        return where(stage.where, stage.name, self.type_field, stage.name if stage.running else None)
+        return self.where(stage.where, stage.name, True, stage.name if stage.running else None)
 
     def ignore(self, stage: StageSpec, contiguity: str) -> Condition | None:
         if contiguity == "strict":
             return None
-        return negate(self.take(stage)) if contiguity == "relaxed" else TRUE
+        return self.negate(self.take(stage)) if contiguity == "relaxed" else TRUE
 
-    @staticmethod
-    def with_until(condition: Condition | None, stage: StageSpec, is_take: bool) -> Condition | None:
+    def with_until(self, condition: Condition | None, stage: StageSpec, is_take: bool) -> Condition | None:
         if stage.until is None:
             return condition
-        until = negate(where(stage.until, f"{stage.name} until"))
+        until = self.negate(self.where(stage.until, f"{stage.name} until", False))
         if condition is not None:
-            return both(until, condition)
+            return self.both(until, condition)
         return until if is_take else None
 
     def stop(self, stage: StageSpec) -> AutomatonState:
@@ -266,9 +401,9 @@ class _Builder:
         if optional:
             assert proceed is not None
             if stage.greedy and stage.until is not None:
-                until = where(stage.until, f"{stage.name} until")
+                until = self.where(stage.until, f"{stage.name} until", False)
                 state.add(PROCEED, self.originals.get(id(proceed), proceed), until)
-                state.add(PROCEED, proceed, negate(until))
+                state.add(PROCEED, proceed, self.negate(until))
             else:
                 state.add(PROCEED, proceed, TRUE)
         if ignore is not None:
@@ -290,11 +425,11 @@ class _Builder:
         state = self.new(stage.name)
         if stage.greedy:
             if stage.until is not None:
-                until = where(stage.until, f"{stage.name} until")
+                until = self.where(stage.until, f"{stage.name} until", False)
                 original = self.copy(sink)
                 state.add(PROCEED, original, until)
                 self.originals[id(sink)] = original
-                state.add(PROCEED, sink, negate(until))
+                state.add(PROCEED, sink, self.negate(until))
             else:
                 state.add(PROCEED, sink, TRUE)
             self.make_greedy(sink, self.take(stage))
@@ -310,11 +445,10 @@ class _Builder:
             self.add_stop_to_loop(index, waiting)
         return state
 
-    @staticmethod
-    def make_greedy(state: AutomatonState, take: Condition) -> None:
+    def make_greedy(self, state: AutomatonState, take: Condition) -> None:
         """The state after a greedy stage may not use an event the greedy stage could take."""
         for edge in state.edges:
-            edge.condition = both(edge.condition, negate(take))
+            edge.condition = self.both(edge.condition, self.negate(take))
 
     def copy(self, state: AutomatonState) -> AutomatonState:
         duplicate = self.new(state.stage, state.kind)

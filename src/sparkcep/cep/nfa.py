@@ -13,20 +13,132 @@ text with a number); the caller decides what a failing pattern means.
 
 With ``max_partial_matches`` a key keeps at most that many partial matches: beyond it the oldest (earliest start)
 are dropped and returned as results of kind "dropped", so the loss is reported, never silent.
+
+Speed: most conditions start with a test of the event type, so for one event type most edges are known to hold or
+not before anything is evaluated. The matcher keeps, per event type seen, a :class:`_Plan`: the automaton with
+those edges decided (see :class:`sparkcep.cep.compiler.Shape`), and per state what an event of that type does when
+no condition is left to evaluate. A partial match that can only ignore the event stays as it is, without a
+scope, a test or a new tuple. Conditions that do not read the partial match are evaluated at most once per event.
+Tests run in the order they always did, and a test is only skipped when its value cannot depend on anything but
+the event type, so results and errors are those of evaluating every edge.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
-from sparkcep.cep.compiler import FINAL, IGNORE, NORMAL, PENDING, PROCEED, STOP, TAKE, Automaton
-from sparkcep.cep.conditions import TRUE, Event, Path, Scope
+from sparkcep.cep.compiler import FINAL, IGNORE, NORMAL, PENDING, PROCEED, STOP, TAKE, Automaton, Literal, Test
+from sparkcep.cep.conditions import Event, Path, Scope
 
 _NEVER = 1 << 62
 Partial = tuple[int, Path, int, int]
 Found = tuple[Partial, int]  # a match and the time it was found
 NfaState = tuple[list[Partial], list[Found], int]
+
+# Edge actions inside plans, as small ints (compared once per edge tested, where comparing strings costs more).
+_PROCEED: Final = 0
+_TAKE: Final = 1
+_IGNORE: Final = 2
+_ACTIONS: Final = {PROCEED: _PROCEED, TAKE: _TAKE, IGNORE: _IGNORE}
+# A plan's final-after entry when conditions must be evaluated to know it.
+_DYNAMIC: Final = -1
+# Event types with a plan of their own, at most (beyond, events use the plan that decides nothing in advance).
+_MAX_PLANS: Final = 256
+_UNSET: Final = object()
+
+# An edge in a plan: (the tests that must all hold, evaluated in order until one fails, none when it always holds
+# for the events the plan is for; action; target; source stage). See Shape.literals.
+PlanEdge = tuple[tuple[Literal, ...], int, int, str]
+Taken = tuple[tuple[str, int, int], ...]  # (source stage, _TAKE or _IGNORE, target) in traversal order
+Memo = dict[Test, bool]
+
+
+class _Plan:
+    """The automaton for events of one type (or of any type, deciding only what needs no type).
+
+    ``edges`` per state: the edges that may hold, each with what is left to test of its condition (those that
+    cannot hold are left out). ``taken`` per state: what such an event takes or ignores from there, when nothing is
+    left to test on the way (None: tests decide). ``keeps``: the event is only ignored there, so a partial match
+    waiting there stays as it is; ``quiet``: nothing at all happens there; ``takes``: whether such an event is
+    taken from there (None: tests decide). ``finals`` per state:
+    :meth:`Matcher._final_after` when nothing is left to test (:data:`_DYNAMIC`: tests decide).
+    """
+
+    __slots__ = ("edges", "finals", "keeps", "quiet", "taken", "takes")
+
+    def __init__(self, automaton: Automaton, event_type: str | None) -> None:
+        edges: list[tuple[PlanEdge, ...]] = []
+        for state in automaton.states:
+            planned: list[PlanEdge] = []
+            for edge in state.edges:
+                if edge.shape is None:
+                    checks: tuple[Literal, ...] | None = ((edge.condition.test, False, False),)
+                else:
+                    checks = edge.shape.literals(event_type)
+                if checks is not None:  # None: it never holds for this type, and nothing that could fail is skipped
+                    planned.append((checks, _ACTIONS[edge.action], edge.target.index, state.stage))
+            edges.append(tuple(planned))
+        self.edges = tuple(edges)
+        self.taken = tuple(self._static_taken(index) for index in range(len(edges)))
+        self.keeps = tuple(
+            taken is not None and len(taken) == 1 and taken[0][1:] == (_IGNORE, index)
+            for index, taken in enumerate(self.taken)
+        )
+        self.quiet = tuple(taken == () for taken in self.taken)
+        self.takes = tuple(None if taken is None else any(t[1] == _TAKE for t in taken) for taken in self.taken)
+        kinds = [state.kind for state in automaton.states]
+        self.finals = tuple(self._static_final(index, kinds) for index in range(len(edges)))
+
+    def _static_taken(self, index: int) -> Taken | None:
+        """:meth:`Matcher._walk` from ``index`` when it tests nothing (None: it would)."""
+        taken: list[tuple[str, int, int]] = []
+        pending = [index]
+        while pending:
+            current = pending.pop()
+            for checks, action, target, stage in self.edges[current]:
+                if checks:
+                    return None
+                if action == _PROCEED:
+                    pending.append(target)
+                else:
+                    taken.append((stage, action, target))
+        return tuple(taken)
+
+    def _static_final(self, index: int, kinds: list[str]) -> int | None:
+        """:meth:`Matcher._final_after` from ``index`` when it tests nothing (:data:`_DYNAMIC`: it would)."""
+        pending = [index]
+        while pending:
+            current = pending.pop()
+            for checks, action, target, _stage in self.edges[current]:
+                if action == _PROCEED:
+                    if checks:
+                        return _DYNAMIC
+                    if kinds[target] == FINAL:
+                        return target
+                    pending.append(target)
+        return None
+
+
+def _tested(test: Test, scope: Scope, memo: Memo) -> bool:
+    """``test(scope)``, evaluated once per ``memo``."""
+    holds = memo.get(test, _UNSET)
+    if holds is _UNSET:
+        holds = memo[test] = test(scope)
+    return bool(holds)
+
+
+def _holds(checks: tuple[Literal, ...], scope: Scope, memo: Memo, own: Memo) -> bool:
+    """Whether every test holds, in order until one fails. A test's result is kept for the event in ``memo`` when it
+    reads only the event, else for the partial match in ``own`` (a condition and its negation test it once)."""
+    for test, negated, pure in checks:
+        known = memo if pure else own
+        holds = known.get(test, _UNSET)
+        if holds is _UNSET:
+            holds = known[test] = test(scope)
+        if (not holds) is not negated:  # it fails: false, or true and negated
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -74,16 +186,10 @@ class Matcher:
         self._start_takes = [edge.condition for edge in first.edges if edge.action == TAKE]
         self._start_proceeds = any(edge.action == PROCEED for edge in first.edges)
         self._type_field = automaton.type_field
-        # The automaton as plain tuples, by state index: matching reads these for every event and partial
-        # match, and tuple unpacking is cheaper than attribute lookups. A test of None always holds.
+        # By state index: matching reads these for every event and partial match.
         self._kinds = tuple(state.kind for state in automaton.states)
-        self._edges = tuple(
-            tuple(
-                (None if edge.condition is TRUE else edge.condition.test, edge.action, edge.target.index, state.stage)
-                for edge in state.edges
-            )
-            for state in automaton.states
-        )
+        self._generic = _Plan(automaton, None)  # for events whose type is not a text (or with no type field)
+        self._plans: dict[str, _Plan] = {}  # by event type, made when the first event of that type comes
 
     @property
     def start_types(self) -> frozenset[str] | None:
@@ -153,13 +259,16 @@ class Matcher:
         if self.within is None:
             return state
         limit = time - self.within
-        if not any(partial[2] <= limit for partial in partials):
+        for partial in partials:  # a loop, not any() over a generator: most calls time out nothing
+            if partial[2] <= limit:
+                break
+        else:
             return state
         kept: list[Partial] = []
         matches: list[Found] = []
         for partial in partials:
             if partial[2] != _NEVER and partial[2] <= limit:
-                if self.states[partial[0]].kind == PENDING:
+                if self._kinds[partial[0]] == PENDING:
                     # not_followed_by at the end: nothing came within the window
                     matches.append((partial, partial[2] + self.within))
                 else:
@@ -205,8 +314,37 @@ class Matcher:
 
     # -- events
 
+    def _plan(self, fields: dict[str, Any]) -> _Plan:
+        """The plan for this event's type (made at the first event of a type)."""
+        try:
+            # The common case in one expression, no branches: a type seen before (None is no key, nor is a number).
+            plan = self._plans.get(fields.get(self._type_field))  # type: ignore[arg-type]
+        except TypeError:  # a type that is not hashable (a list, an object): no plan of its own
+            plan = None
+        return self._new_plan(fields) if plan is None else plan
+
+    def _new_plan(self, fields: dict[str, Any]) -> _Plan:
+        if self._type_field is None:
+            return self._generic
+        event_type = fields.get(self._type_field)
+        if type(event_type) is not str:
+            return self._generic  # conditions on the type are evaluated as written (they may fail on it)
+        plan = self._plans.get(event_type)
+        if plan is None:
+            if len(self._plans) >= _MAX_PLANS:
+                return self._generic
+            plan = self._plans[event_type] = _Plan(self.automaton, event_type)
+        return plan
+
     def could_start(self, fields: dict[str, Any]) -> bool:
         """Whether an event would begin a match (when a key has no partial match, nothing else can happen)."""
+        return self._could_start(self._plan(fields), fields, {})
+
+    def _could_start(self, plan: _Plan, fields: dict[str, Any], memo: Memo) -> bool:
+        """:meth:`could_start`, keeping in ``memo`` the result of every test it evaluates (all in one scope)."""
+        takes = plan.takes[self.automaton.start]
+        if takes is not None:  # known for this event type without a test
+            return takes
         event_type = fields.get(self._type_field) if self._type_field is not None else None
         scope: Scope | None = None
         for condition in self._start_takes:
@@ -215,22 +353,35 @@ class Matcher:
                 continue  # cheap: most events are of a type the first stage does not take
             if scope is None:
                 scope = Scope(fields, ())
-            if condition.test(scope):
+            if _tested(condition.test, scope, memo):
                 return True
         if not self._start_proceeds:
             return False
-        return self._could_start_slowly(Scope(fields, ()))
+        return self._could_start_slowly(Scope(fields, ()), memo)
 
-    def _could_start_slowly(self, scope: Scope) -> bool:
+    def _could_start_slowly(self, scope: Scope, memo: Memo) -> bool:
         pending = [self.states[self.automaton.start]]
         while pending:
             current = pending.pop()
             for edge in current.edges:
-                if edge.action == TAKE and edge.condition.test(scope):
+                if edge.action == TAKE and _tested(edge.condition.test, scope, memo):
                     return True
-                if edge.action == PROCEED and edge.condition.test(scope):
+                if edge.action == PROCEED and _tested(edge.condition.test, scope, memo):
                     pending.append(edge.target)
         return False
+
+    def begin(
+        self, time: int, event_id: str, fields: dict[str, Any], out: list[Result], origin: str | None = None
+    ) -> NfaState | None:
+        """:meth:`process` from :meth:`initial` for a key with no state, or None when the event would begin no match
+        (:meth:`could_start` is false: nothing else can happen then)."""
+        plan = self._plan(fields)
+        # Only the start partial match is tested, in one scope (no events matched), so every test's result holds
+        # for the whole call: could_start's tests are not evaluated again by process.
+        memo: Memo = {}
+        if not self._could_start(plan, fields, memo):
+            return None
+        return self.process(self.initial(), time, event_id, fields, out, origin, plan, memo, memo)
 
     def process(
         self,
@@ -240,26 +391,39 @@ class Matcher:
         fields: dict[str, Any],
         out: list[Result],
         origin: str | None = None,
+        plan: _Plan | None = None,
+        memo: Memo | None = None,
+        shared: Memo | None = None,
     ) -> NfaState:
+        """Match one event. ``plan``: the plan for its type (looked up when not given). ``memo``: results of tests
+        that read only the event, kept for every partial match. ``shared``: :meth:`begin` passes ``memo`` again, as
+        every partial match has the same (no) events, so every result holds for all of them."""
+        if plan is None:
+            try:  # _plan, inlined for the common case: this runs for every event and key with partial matches
+                plan = self._plans.get(fields.get(self._type_field))  # type: ignore[arg-type]
+            except TypeError:
+                plan = None
+            if plan is None:
+                plan = self._new_plan(fields)
+        if memo is None:
+            memo = {}
         partials, completed, seq = state
         event: Event = (seq, time, event_id, fields, origin)
+        keeps, quiet = plan.keeps, plan.quiet
         kept: list[Partial] = []
         matches: list[Found] = []
-        kinds = self._kinds
         for partial in partials:
-            reached = self._next(partial, event)
-            stopped = False
-            retained = []
-            for new in reached:
-                kind = kinds[new[0]]
-                if kind == FINAL:
-                    matches.append((new, time))
-                elif kind == STOP:
-                    stopped = True
-                else:
-                    retained.append(new)
-            if not stopped:
-                kept.extend(retained)
+            index = partial[0]
+            if partial[3] == _NEVER:  # the start partial match
+                if quiet[index]:
+                    kept.append(self.start)  # the event begins nothing
+                    continue
+            elif keeps[index]:
+                kept.append(partial)  # the event is only ignored here: the same partial match, no new tuple
+                continue
+            elif quiet[index]:
+                continue  # nothing takes or ignores the event: the partial match ends
+            self._step(partial, event, plan, memo, shared, kept, matches)
         # ``kept`` stays in start order: successors keep their predecessors' order and matches begun by this
         # event come last (the start partial match is always the last one).
         if self.cap is not None and len(kept) > self.cap:
@@ -269,59 +433,106 @@ class Matcher:
             self._emit(kept, completed, matches, out)
         return kept, completed, seq + 1
 
+    def _step(  # noqa: PLR0912  # one flat loop: this runs for every partial match that takes an event
+        self,
+        partial: Partial,
+        event: Event,
+        plan: _Plan,
+        memo: Memo,
+        shared: Memo | None,
+        kept: list[Partial],
+        matches: list[Found],
+    ) -> None:
+        """What one partial match reaches with ``event``: matches into ``matches``, the rest into ``kept`` (none
+        when it reaches a STOP state)."""
+        index, path, start_time, start_seq = partial
+        is_start = start_seq == _NEVER
+        scope: Scope | None = None
+        own = shared  # results of the tests that read this partial match (made when a test needs it)
+        taken = plan.taken[index]
+        if taken is None:
+            scope = Scope(event[3], path)
+            own = {} if own is None else own
+            taken = self._walk(plan.edges, index, scope, memo, own)
+        kinds, finals, time = self._kinds, plan.finals, event[1]
+        stopped = False
+        retained: list[Partial] = []
+        for stage, action, target in taken:
+            if action == _IGNORE:
+                if is_start:
+                    continue
+                reached = (target, path, start_time, start_seq)
+                grown = None
+            else:
+                grown = (*path, (stage, event))
+                reached = (target, grown, time, event[0]) if is_start else (target, grown, start_time, start_seq)
+            kind = kinds[target]
+            if kind == FINAL:
+                matches.append((reached, time))
+            elif kind == STOP:
+                stopped = True
+            else:
+                retained.append(reached)
+            if grown is None:
+                continue
+            final = finals[target]
+            if final == _DYNAMIC:
+                scope = scope or Scope(event[3], path)
+                own = {} if own is None else own
+                final = self._final_after(plan.edges, target, scope, memo, own)
+            if final is not None:
+                matches.append(((final, grown, reached[2], reached[3]), time))
+        if is_start:
+            retained.append(self.start)
+        if not stopped:
+            kept.extend(retained)
+
     def _cap(self, kept: list[Partial], time: int, out: list[Result]) -> list[Partial]:
         """Drop the oldest partial matches beyond the cap (``kept`` is in start order), reporting each."""
         assert self.cap is not None
-        started = [p for p in kept if p[3] != _NEVER]
-        excess = len(started) - self.cap
+        excess = sum(1 for p in kept if p[3] != _NEVER) - self.cap
         if excess <= 0:
             return kept
-        dropped = {id(p) for p in started[:excess]}
-        out.extend(Result(False, time, p[1], dropped=True) for p in started[:excess])
-        return [p for p in kept if id(p) not in dropped]
+        # By position: a partial match that ignored the event is the same object as before, maybe twice.
+        remaining: list[Partial] = []
+        for partial in kept:
+            if excess > 0 and partial[3] != _NEVER:
+                excess -= 1
+                out.append(Result(False, time, partial[1], dropped=True))
+            else:
+                remaining.append(partial)
+        return remaining
 
-    def _next(self, partial: Partial, event: Event) -> list[Partial]:
-        index, path, start_time, start_seq = partial
-        scope = Scope(event[3], path)
-        plans = self._edges
-        taken: list[tuple[str, str, int]] = []  # (source stage, TAKE or IGNORE, target) in traversal order
+    @staticmethod
+    def _walk(edges: tuple[tuple[PlanEdge, ...], ...], index: int, scope: Scope, memo: Memo, own: Memo) -> Taken:
+        """What the event takes or ignores from state ``index``, following the PROCEED edges that hold."""
+        taken: list[tuple[str, int, int]] = []
         pending = [index]
         while pending:
             current = pending.pop()
-            for test, action, target, stage in plans[current]:
-                if test is None or test(scope):
-                    if action == PROCEED:
-                        pending.append(target)
-                    else:
-                        taken.append((stage, action, target))
-        is_start = start_seq == _NEVER
-        reached: list[Partial] = []
-        for stage, action, target in taken:
-            if action == IGNORE:
-                if not is_start:
-                    reached.append((target, path, start_time, start_seq))
-            else:  # TAKE
-                grown = (*path, (stage, event))
-                begins = (event[1], event[0]) if is_start else (start_time, start_seq)
-                reached.append((target, grown, *begins))
-                final = self._final_after(target, scope)
-                if final is not None:
-                    reached.append((final, grown, *begins))
-        if is_start:
-            reached.append(self.start)
-        return reached
-
-    def _final_after(self, index: int, scope: Scope) -> int | None:
-        """A FINAL state reachable by PROCEED alone (the rest of the pattern may match nothing)."""
-        plans, kinds = self._edges, self._kinds
-        pending = [index]
-        while pending:
-            current = pending.pop()
-            for test, action, target, _stage in plans[current]:
-                if action == PROCEED and (test is None or test(scope)):
-                    if kinds[target] == FINAL:
-                        return target
+            for checks, action, target, stage in edges[current]:
+                if checks and not _holds(checks, scope, memo, own):
+                    continue
+                if action == _PROCEED:
                     pending.append(target)
+                else:
+                    taken.append((stage, action, target))
+        return tuple(taken)
+
+    def _final_after(
+        self, edges: tuple[tuple[PlanEdge, ...], ...], index: int, scope: Scope, memo: Memo, own: Memo
+    ) -> int | None:
+        """A FINAL state reachable by PROCEED alone (the rest of the pattern may match nothing)."""
+        kinds = self._kinds
+        pending = [index]
+        while pending:
+            current = pending.pop()
+            for checks, action, target, _stage in edges[current]:
+                if action != _PROCEED or (checks and not _holds(checks, scope, memo, own)):
+                    continue
+                if kinds[target] == FINAL:
+                    return target
+                pending.append(target)
         return None
 
     # -- after-match skip

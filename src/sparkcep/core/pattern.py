@@ -47,6 +47,11 @@ class PatternLogic(RuleLogic):
         self.versions = ordered
         self._starts = [v.effective_from_ms for v in ordered]
         self._single = len(ordered) == 1 and ordered[0].effective_from_ms <= 0
+        # Each version's event types (None: any), read for every event: a property of the rule computes them.
+        self._scopes = [v.event_types for v in ordered]
+        # At version index + 1: when the version after it takes effect (None: it is the last one).
+        self._switches: list[int | None] = [*self._starts, None]
+        self._key_field = key[0] if len(key) == 1 else None
         # A version that is ours and ACTIVE gets a matcher; PAUSE, DELETE and other keyings get None.
         self._matchers: list[Matcher | None] = [
             compile_matcher(v.pattern, type_field) if v.state == "ACTIVE" and v.key == key else None for v in ordered
@@ -71,7 +76,7 @@ class PatternLogic(RuleLogic):
         index = 0 if self._single else self.version_at(time)
         if index < 0 or self._matchers[index] is None:
             return SKIP
-        scope = self.versions[index].event_types
+        scope = self._scopes[index]
         if scope is not None and event_type not in scope:
             return SKIP
         return obj
@@ -91,24 +96,23 @@ class PatternLogic(RuleLogic):
     ) -> State | None:
         fields = value
         if state is None:
-            # Most events start nothing for most keys: decide that before building any state.
-            current = self._matchers[0 if self._single else self.version_at(time)]
-            if current is None or not current.could_start(fields):
-                return None
-            key_values = tuple(fields.get(field) for field in self.key_fields)
-        else:
-            last_time, last_id = state[_LAST]
-            if last_time == time and last_id == event_id:
-                return state  # a redelivered copy (same id and time: next in matching order) is matched once
-            key_values = state[_KEY_VALUES]
-        index, nfa, finishing = self._catch_up(state, time, key, key_values, out)
+            return self._begin(time, event_id, event_type, fields, key, out, origin)
+        found: list[Result] = []
+        last_time, last_id = state[_LAST]
+        if last_time == time and last_id == event_id:
+            return state  # a redelivered copy (same id and time: next in matching order) is matched once
+        key_values = state[_KEY_VALUES]
+        timer, index, nfa, finishing = state[_TIMER], state[_VERSION_INDEX], state[_NFA], state[_FINISHING]
+        switch = self._switches[index + 1]
+        if (timer is not None and timer <= time) or (switch is not None and switch <= time):
+            # Something times out or a version switches first (_catch_up's own test, here to save a call per event).
+            index, nfa, finishing = self._catch_up(state, time, key, key_values, out)
         matcher = self._matchers[index]
-        scope = self.versions[index].event_types
+        scope = self._scopes[index]
         if matcher is None or (scope is not None and event_type not in scope):
             # Decoded under an earlier rule log (buffered across a rule change): the version in effect now
             # does not take it.
             return self._pack(time, index, nfa, finishing, key_values, (time, event_id))
-        found: list[Result] = []
         if nfa is None:
             nfa = matcher.initial()
         nfa = matcher.process(nfa, time, event_id, fields, found, origin)
@@ -122,6 +126,42 @@ class PatternLogic(RuleLogic):
             )
         return self._pack(time, index, nfa, finishing, key_values, (time, event_id))
 
+    def _begin(
+        self,
+        time: int,
+        event_id: str,
+        event_type: str,
+        fields: dict[str, Any],
+        key: str,
+        out: list[Record],
+        origin: str | None,
+    ) -> State | None:
+        """:meth:`on_event` for a key without state. Most events start nothing for most keys: that is decided before
+        any state is built, and the tests that decide it are not evaluated again to match the event."""
+        index = bisect.bisect_right(self._starts, time) - 1  # version_at, inlined: this runs for most events
+        matcher = self._matchers[0 if self._single else index]
+        if matcher is None:
+            return None
+        scope = self._scopes[index]
+        if scope is not None and event_type not in scope:
+            # Decoded under an earlier rule log (buffered across a rule change): the version in effect now
+            # does not take it.
+            if not matcher.could_start(fields):
+                return None
+            return self._pack(time, index, None, (), self._key_values(fields), (time, event_id))
+        found: list[Result] = []
+        nfa = matcher.begin(time, event_id, fields, found, origin)
+        if nfa is None:
+            return None
+        key_values = self._key_values(fields)
+        self._report(index, found, key, key_values, out)
+        return self._pack(time, index, nfa, (), key_values, (time, event_id))
+
+    def _key_values(self, fields: dict[str, Any]) -> tuple[Any, ...]:
+        if self._key_field is not None:
+            return (fields.get(self._key_field),)  # one key field, the usual case: no generator
+        return tuple([fields.get(field) for field in self.key_fields])
+
     def on_timer(self, state: State, time: int, key: str, out: list[Record]) -> State | None:
         key_values = state[_KEY_VALUES]
         index, nfa, finishing = self._catch_up(state, time, key, key_values, out)
@@ -133,13 +173,13 @@ class PatternLogic(RuleLogic):
         self, state: State | None, time: int, key: str, key_values: tuple[Any, ...], out: list[Record]
     ) -> tuple[int, Any, tuple[tuple[int, Any], ...]]:
         """Bring a key's state to ``time``: every version switch at its own event time, timeouts in between."""
-        now = self.version_at(time)
         if state is None:
-            return now, None, ()
+            return self.version_at(time), None, ()
         timer, index, nfa, finishing, _, _ = state
-        switch = self._starts[index + 1] if index + 1 < len(self._starts) else None
+        switch = self._switches[index + 1]
         if (timer is None or timer > time) and (switch is None or switch > time):
             return index, nfa, finishing  # no timeout and no version switch at or before ``time``
+        now = self.version_at(time)  # only here: most events neither time anything out nor switch versions
         kept = list(finishing)
         # A version recorded after this state was written may have taken effect before ``time`` (a live run
         # learns of a version later than a replay does, and both must agree): time out what ends before its
@@ -169,6 +209,8 @@ class PatternLogic(RuleLogic):
             found: list[Result] = []
             nfa = matcher.advance_through(nfa, time, found)
             self._report(index, found, key, key_values, out)
+        if not finishing:
+            return nfa, []  # the common case: no earlier version still finishing its matches
         step: Callable[[Matcher, Any, list[Result]], Any] = lambda m, s, f: m.advance_through(s, time, f)  # noqa: E731
         return nfa, self._step_finishing(tuple(finishing), step, key, key_values, out)
 
@@ -263,21 +305,25 @@ class PatternLogic(RuleLogic):
         path = result.path
         ids = [event[2] for _, event in path]
         stages: dict[str, list[dict[str, str]]] = {}
+        texts: list[str] = []  # each event's time as text, in path order (first and last are the record's too)
         for stage, event in path:
-            matched = {"event_id": event[2], "occurred_at": format_iso(event[1])}
+            texts.append(format_iso(event[1]))
+            matched = {"event_id": event[2], "occurred_at": texts[-1]}
             if len(event) > 4 and event[4] is not None:  # events matched before origins were kept have none
                 matched["origin"] = orjson.loads(event[4])
             stages.setdefault(stage, []).append(matched)
+        # A match is found at its last event's time: that text is not formatted twice.
+        occurred_at = texts[-1] if path and path[-1][1][1] == result.time else format_iso(result.time)
         record: Record = {
             "event_type": event_type,
             "event_id": output_id(self.rule_id, event_type, key, result.time, *ids),
-            "occurred_at": format_iso(result.time),
+            "occurred_at": occurred_at,
             "rule_id": self.rule_id,
             "pattern_version": version.version,
             "key": dict(zip(self.key_fields, key_values, strict=True)),
             "stages": stages,
-            "first_event_at": format_iso(path[0][1][1]) if path else None,
-            "last_event_at": format_iso(path[-1][1][1]) if path else None,
+            "first_event_at": texts[0] if path else None,
+            "last_event_at": texts[-1] if path else None,
         }
         if result.timed_out:
             assert result.within is not None
