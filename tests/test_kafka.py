@@ -201,8 +201,8 @@ buckets: 8
     assert {f"{tp.topic}:{tp.partition}": tp.offset for tp in committed} == ends
     # A batch the kill interrupted after its sinks wrote is written again as a no-op: counts may fall short.
     sinks = summary["checkpoint"]["by_sink"]
-    assert {name.split("(")[0] for name in sinks} == {"PostgresAlertStore", "KafkaBatchWriter"}
-    assert 0 < sum(count for name, count in sinks.items() if name.startswith("Postgres")) <= len(expected)
+    assert {name.split(":")[0] for name in sinks} == {"postgres", "kafka"}
+    assert 0 < sum(count for name, count in sinks.items() if name.startswith("postgres")) <= len(expected)
 
 
 # Long (1-3 min): aligned backfill is covered by default by test_spark_files' overlapping files, and the Kafka

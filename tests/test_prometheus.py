@@ -27,14 +27,19 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 
 import sparkcep.prometheus.collector as collector_module
+from sparkcep import __version__ as sparkcep_version
 from sparkcep.console import ConsoleSettings, create_app
 from sparkcep.errors import EnvironmentProblem
+from sparkcep.io.kafka.writer import KafkaBatchWriter
 from sparkcep.io.lag import SourceLag
+from sparkcep.io.postgres import PostgresAlertStore
 from sparkcep.io.storage import location
 from sparkcep.jobstatus import LOST_AFTER_S, StatusFile
 from sparkcep.metrics_files import RECHECK, MetricsReader
 from sparkcep.outputs import BatchMetrics
 from sparkcep.prometheus import CheckpointCollector, serve_metrics
+from sparkcep.prometheus.collector import JOB_LABEL, build_versions, job_label
+from sparkcep.spark.batches import sink_name
 from sparkcep.timeutil import format_iso, parse_event_time
 
 from helpers import T0
@@ -61,7 +66,7 @@ def batch(batch_id: int, **fields: Any) -> dict[str, Any]:
         "dead_by_rule": {"busy": 2, "": 1},
         "duplicates": 1 + batch_id,
         "duplicates_by_rule": {"busy": 1 + batch_id},
-        "by_sink": {"KafkaWriter(alerts)": 5 + batch_id, "PostgresAlertStore(db)": 4},
+        "by_sink": {"kafka:cep.": 5 + batch_id, "postgres:sparkcep": 4},
         "watermark": T0 + batch_id * 60_000,
         "max_event_time": T0 + batch_id * 60_000 + 5_000,
         "written_at": T0 / 1000 + batch_id * 10.0,
@@ -104,12 +109,16 @@ def write_status(checkpoint: Path, state: str, heartbeat_ms: int, **fields: Any)
     (checkpoint / "sparkcep" / "status.json").write_text(json.dumps(data), encoding="utf-8")
 
 
-def parse(text: str) -> Samples:
-    """Every sample of a scrape: (name, sorted labels) -> value."""
+def parse(text: str, job: str | None = None) -> Samples:
+    """Every sample of a scrape: (name, sorted labels) -> value, without the job's label, which every sample must
+    carry, with one value for all (``job``, when given)."""
+    samples = [sample for family in text_string_to_metric_families(text) for sample in family.samples]
+    jobs = {sample.labels.get(JOB_LABEL) for sample in samples}
+    assert len(jobs) == 1 and None not in jobs, f"expected one {JOB_LABEL} on every sample, got {jobs}"
+    assert job is None or jobs == {job}
     return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
+        (sample.name, tuple(sorted((k, v) for k, v in sample.labels.items() if k != JOB_LABEL))): sample.value
+        for sample in samples
     }
 
 
@@ -397,6 +406,48 @@ def test_the_consoles_reader_sees_new_rewritten_and_removed_files(checkpoint: Pa
     assert [(m.batch_id, m.accepted) for m in reader.read()] == [(1, batch(1)["accepted"]), (2, 999)]
 
 
+# -- labels ---------------------------------------------------------------------------------------------------
+
+
+def test_every_sample_names_its_job_by_the_checkpoint_and_the_build_is_told(tmp_path: Path) -> None:
+    orders, payments = tmp_path / "orders" / "ck", tmp_path / "payments" / "ck"
+    for checkpoint in (orders, payments):
+        write_batch(checkpoint, batch(0))
+    label = job_label(orders)
+    assert re.fullmatch(r"ck-[0-9a-f]{8}", label) and label != job_label(payments)  # same name, other job
+    assert job_label(location(orders)) == job_label(str(orders) + "/") == label  # stable however it is named
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(CheckpointCollector(orders))
+    samples = parse(generate_latest(registry).decode("utf-8"), job=label)  # on every sample, this value
+    assert value(samples, "sparkcep_batches_total") == 1
+    version, python, pyspark = build_versions()
+    assert value(samples, "sparkcep_build_info", version=version, python=python, pyspark=pyspark) == 1
+    assert version == sparkcep_version and python.count(".") == 2 and pyspark.startswith("4.")
+    assert value(samples, "sparkcep_job_info", checkpoint=str(orders)) == 1
+    named = CheckpointCollector(payments, job="payments-live")  # a caller that knows the job's name
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(named)
+    parse(generate_latest(registry).decode("utf-8"), job="payments-live")
+
+
+def test_sinks_are_labelled_by_what_they_write_to_without_addresses_ids_or_secrets() -> None:
+    kafka = KafkaBatchWriter("127.0.0.1:19092", "job-1ed8c0ffee", topic_prefix="cep.")
+    assert sink_name(kafka) == kafka.label == "kafka:cep."
+    assert sink_name(KafkaBatchWriter("broker:9092", "job-2")) == "kafka"  # topics named after the outputs
+    store = object.__new__(PostgresAlertStore)  # its constructor migrates a database: the label needs only the URL
+    store.url = "postgresql://ana@db.internal:5432/alerts?schema=ops"
+    assert sink_name(store) == store.label == "postgres:ops"
+    store.url = "postgresql://ana@db.internal:5432/alerts"
+    assert store.label == "postgres:sparkcep"  # the default schema
+    assert "db.internal" in repr(store)  # the description, for messages, still says where it writes
+
+    class Older:  # a writer of an extension made before sinks had labels: named by its description
+        def __repr__(self) -> str:
+            return "Webhook(https://bot:hunter2@hooks.example/x)"
+
+    assert sink_name(Older()) == "Webhook(https://bot:***@hooks.example/x)"  # type: ignore[arg-type]
+
+
 # -- served -----------------------------------------------------------------------------------------------------
 
 
@@ -507,9 +558,17 @@ def test_the_grafana_dashboard_queries_only_metrics_the_exporter_gives(checkpoin
 
     queries = dashboard_queries(dashboard)
     assert len(queries) >= 10
-    named = {name for query in queries for name in METRIC_NAME.findall(query)}
+    named = {name for query in queries for name in METRIC_NAME.findall(query)} - {JOB_LABEL}  # a label's name
     assert all(METRIC_NAME.search(query) for query in queries)
     assert named - exported == set()
+    # One job's figures out of several scraped together: every query picks the job and the instance.
+    assert all('sparkcep_job=~"$job"' in query for query in queries if "label_values" not in query)
+    # Rule errors are not late events: a panel plotting one does not plot the other under the same axis.
+    titled = [(panel["title"], [t["expr"] for t in panel.get("targets", [])]) for panel in dashboard["panels"]]
+    for title, exprs in titled:
+        if any("sparkcep_rule_errors_total" in expr for expr in exprs):
+            assert "error" in title.lower() and all("sparkcep_rule_errors_total" in expr for expr in exprs), title
+    assert any(title == "Late events per second by rule" for title, _ in titled)
     # The data source is chosen when the dashboard is imported, and every panel uses that choice.
     [source] = [v for v in dashboard["templating"]["list"] if v["type"] == "datasource"]
     assert source["query"] == "prometheus"
@@ -531,4 +590,6 @@ def test_docs_list_every_metric_the_exporter_gives_and_no_other(checkpoint: Path
         re.sub(r"_(bucket|sum|count)$", "", name) if name.startswith("sparkcep_batch_duration_seconds") else name
         for name, _labels in scrape(CheckpointCollector(checkpoint, clock=lambda: T0 / 1000))
     }
-    assert set(METRIC_NAME.findall(section)) == exported
+    labels = {"sparkcep_job"}  # a label every sample carries, named in the section too
+    assert set(METRIC_NAME.findall(section)) - labels == exported
+    assert all(label in section for label in labels)

@@ -130,6 +130,7 @@ def test_public_api_is_what_we_export_on_purpose() -> None:
         "BucketState",
         "CheckpointMismatch",
         "CompletionRule",
+        "Detection",
         "DurationError",
         "Engine",
         "EnvironmentProblem",
@@ -142,6 +143,7 @@ def test_public_api_is_what_we_export_on_purpose() -> None:
         "RuleSet",
         "SparkcepError",
         "__version__",
+        "detect",
         "load_rules",
         "parse_rules",
     ]

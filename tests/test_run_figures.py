@@ -108,6 +108,7 @@ def test_this_run_and_the_checkpoint_are_kept_apart_and_both_add_up() -> None:
     assert total.outputs == {"A": 3, "B": 4} and total.by_sink == {"kafka": 5} and total.dead_letters == 3
     assert run.adds_up() and total.adds_up()
     assert summary.events_per_s == 2.5 and summary.watermark == format_iso(T0 + 2)
+    assert summary.wall_s == summary.seconds == 2.0
     assert summary.max_event_time == format_iso(T0 + 9)
     assert summary.late == total.late and summary.outputs == total.outputs  # the old names read the totals
     data = json.loads(json.dumps(summary.to_json()))
@@ -186,9 +187,10 @@ LAG = [
 ]
 
 
-def metrics_of(batch_id: int, written_at: float) -> BatchMetrics:
-    return BatchMetrics(batch_id, rows=1000, records=1000, late=2, dead=1, by_type={"A": 5}, watermark=T0,
-                        source_lag=LAG, written_at=written_at)  # fmt: skip
+def metrics_of(batch_id: int, written_at: float, records: int = 1000, busy_s: float = 0.5) -> BatchMetrics:
+    return BatchMetrics(batch_id, rows=records, records=records, late=2, dead=1, by_type={"A": 5}, watermark=T0,
+                        source_lag=LAG, written_at=written_at, collect_s=busy_s * 0.8,
+                        write_s=busy_s * 0.2)  # fmt: skip
 
 
 def test_a_terminal_gets_one_line_rewritten_per_batch() -> None:
@@ -222,6 +224,18 @@ def test_not_a_terminal_no_live_line_and_quiet_prints_nothing() -> None:
     assert silent.getvalue() == ""
 
 
+def test_quiet_json_still_reports_an_error() -> None:
+    """--quiet silences progress, not failures: with --log-format json the error is still one JSON line."""
+    out = io.StringIO()
+    quiet = RunProgress("json", quiet=True, stream=out)
+    quiet.start("run", "/logs/run.log")
+    quiet.batch(metrics_of(0, time.time()))
+    assert out.getvalue() == ""
+    assert quiet.error(["Error: the disk is full", "Fix: free some space"])
+    (line,) = out.getvalue().splitlines()
+    assert json.loads(line)["event"] == "error" and "the disk is full" in json.loads(line)["message"]
+
+
 def test_json_lines_for_a_service_log() -> None:
     out = Terminal()
     progress = RunProgress("json", stream=out)
@@ -233,8 +247,63 @@ def test_json_lines_for_a_service_log() -> None:
     assert [e["event"] for e in events] == ["start", "batch", "error"]
     assert events[0]["spark_ui"] == "http://127.0.0.1:4040" and events[0]["log"] == "/logs/run.log"
     assert events[1]["lag_records"] == 1234 and events[1]["lag_event_time_ms"] == 3 * 3_600_000 + 600_000
-    assert 400 < events[1]["events_per_s"] <= 500  # 1,000 records in the 2 s since the session was up
+    assert events[1]["events_per_s"] == 2000.0  # 1,000 records in the batch's 0.5 busy seconds
     assert events[2]["level"] == "error" and events[2]["message"] == "Error: something\nFix: this"
+
+
+def test_the_rate_is_over_busy_time_and_an_idle_spell_neither_repeats_nor_dilutes_it() -> None:
+    out = Terminal()
+    progress = RunProgress("text", stream=out)
+    progress.start("run", None)
+    now = time.time()
+    progress.batch(metrics_of(0, now, records=18_000, busy_s=1.0))
+    assert "18,000 ev/s busy" in out.getvalue().split("\r\x1b[2K")[-1]
+    progress.tick(now + 2)  # a trigger or two without input: the line stays as it was
+    assert out.getvalue().split("\r\x1b[2K")[-1].startswith("batch 0 | 18,000 ev/s busy")
+    progress.tick(now + 65)  # the operator's idle spell: the rate is not shown as if the job still worked
+    idle = out.getvalue().split("\r\x1b[2K")[-1]
+    assert idle.startswith("batch 0 | waiting for input 1m 5s | ") and "ev/s" not in idle
+    # After it, a 20,205-record batch that took 1.5 s runs at 13,470/s: not 20,205 / 65 s of wall time (332).
+    progress.batch(metrics_of(1, now + 66.5, records=20_205, busy_s=1.5))
+    assert out.getvalue().split("\r\x1b[2K")[-1].startswith("batch 1 | 13,470 ev/s busy")
+    progress.batch(metrics_of(2, now + 67, records=0, busy_s=0.1))  # a batch without input has no rate
+    assert out.getvalue().split("\r\x1b[2K")[-1].startswith("batch 2 | no input | ")
+    progress.batch(metrics_of(3, now + 68, records=4_795, busy_s=0.5))  # the window: batches 1 and 3
+    assert out.getvalue().split("\r\x1b[2K")[-1].startswith("batch 3 | 12,500 ev/s busy")
+    progress.end({})
+
+
+def test_json_batches_without_input_have_no_rate_and_the_ticker_stops() -> None:
+    out = Terminal()
+    progress = RunProgress("json", stream=out)
+    progress.start("run", None)
+    progress.batch(metrics_of(0, time.time(), records=0))
+    progress.tick()  # the idle line is for a terminal: a log gets nothing between batches
+    progress.end({})
+    events = [json.loads(text) for text in out.getvalue().splitlines()]
+    assert [e["event"] for e in events] == ["start", "batch", "end"] and events[1]["events_per_s"] is None
+    terminal = RunProgress("text", stream=Terminal())
+    terminal.start("run", None)
+    assert terminal._ticker is not None and terminal._ticker.is_alive()
+    ticker = terminal._ticker
+    terminal.end({})
+    assert not ticker.is_alive()
+
+
+def test_the_summary_keeps_wall_time_and_busy_time_apart() -> None:
+    metrics = [
+        batch(0, rows=100, records=100, collect_s=9.0, write_s=1.0),  # an earlier run's: not this run's speed
+        batch(1, rows=20_205, records=20_205, collect_s=1.2, write_s=0.3),
+        batch(2, rows=5_000, records=5_000, collect_s=0.4, write_s=0.1),
+    ]
+    summary = summarize(metrics, 1, 65.0, {"type": "files"}, 0, "/out", {})
+    assert (summary.wall_s, summary.seconds, summary.busy_s) == (65.0, 65.0, 2.0)
+    assert summary.events_per_busy_s == 12_602.5  # 25,205 records in 2 busy seconds
+    assert summary.events_per_s == 387.8  # the same over 65 s of mostly idle wall time, as before
+    data = summary.to_json()
+    assert {"wall_s", "busy_s", "events_per_busy_s", "events_per_s", "seconds"} <= set(data)
+    idle = summarize(metrics[:1], 1, 30.0, {"type": "files"}, 0, "/out", {})
+    assert (idle.busy_s, idle.events_per_busy_s, idle.events_per_s) == (0.0, 0.0, 0.0)
 
 
 def test_lag_totals_and_short_times() -> None:

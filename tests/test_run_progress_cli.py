@@ -12,7 +12,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
+from sparkcep.prometheus.collector import job_label
 from sparkcep.simulate import generate_orders
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,19 +33,22 @@ def run_cli(tmp_path: Path, *extra: str) -> tuple[dict[str, object], list[dict[s
         port = probe.getsockname()[1]
     job = subprocess.Popen([*args, "--metrics-port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)  # fmt: skip
-    scraped: list[str] = []  # every scrape after the first batch (the last ones may come as the job stops)
+    # Every scrape after the first batch (the last ones may come as the job stops), of this job's samples.
+    scraped: list[dict[tuple[str, str | None], float]] = []
     while job.poll() is None:  # scrape while it runs: the endpoint lives as long as the job
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
                 text = answer.read().decode()
         except OSError:
             text = ""
-        if "sparkcep_batches_total " in text and "sparkcep_batches_total 0.0" not in text:
-            scraped.append(text)
+        samples = {(s.name, s.labels.get("state")): s.value for f in text_string_to_metric_families(text)
+                   for s in f.samples if s.labels.get("sparkcep_job") == job_label(tmp_path / "ck")}  # fmt: skip
+        if samples.get(("sparkcep_batches_total", None), 0) > 0:
+            scraped.append(samples)
         time.sleep(0.2)
     stdout, stderr = job.communicate(timeout=60)
     assert job.returncode == 0, stderr[-3000:]
-    assert any('sparkcep_job_state{state="running"} 1.0' in text for text in scraped), "a scrape after batch 0"
+    assert any(found.get(("sparkcep_job_state", "running")) == 1 for found in scraped), "a scrape after batch 0"
     events = [json.loads(text) for text in stderr.splitlines()]  # nothing but JSON lines on stderr
     return json.loads(stdout), events
 
@@ -80,6 +85,11 @@ def test_progress_lines_lag_status_and_a_summary_per_scope(tmp_path: Path) -> No
     parts = ("used", "late", "duplicates", "refused", "skipped")
     assert this_run["records"] == sum(this_run[name] for name in parts)  # type: ignore[index,misc]
     assert summary["source"]["files_read"] == 3  # type: ignore[index]
+    # The engine's speed over its busy time, beside the average over the run's wall time.
+    busy, wall = summary["busy_s"], summary["wall_s"]
+    assert isinstance(busy, float) and isinstance(wall, float) and 0 < busy <= wall
+    assert summary["events_per_busy_s"] == pytest.approx(total / busy, rel=0.01)  # busy_s is rounded to ms
+    assert all(e["events_per_s"] is None or e["events_per_s"] > 0 for e in batches)
 
     with pytest.raises(OSError):  # the UI went with the job
         urllib.request.urlopen(str(spark_ui), timeout=2)  # noqa: S310 - a loopback address the test made

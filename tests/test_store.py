@@ -383,7 +383,8 @@ def test_cli(spec: str, tmp_path: Path) -> None:
     error = run("update", "order-fulfilment", '{"deadline": "1 fortnight"}', code=1)
     assert "Error: rule 'order-fulfilment', field 'deadline': expected a duration" in error
     assert "field 'limit'" in run("update", "big-transfers", '{"limit": "lots"}', code=1)
-    assert "valid JSON" in run("add", "{oops", code=1)
+    refused = run("add", "{oops", code=1)
+    assert "rule document <argument>, line 1, column 2: expected a field name" in refused and "Fix:" in refused
     assert "expected a rule id in the store" in run("history", "nope", code=1)
 
 

@@ -250,6 +250,91 @@ def test_an_unreachable_postgresql_server_is_named_before_spark(tmp_path: Path, 
     nothing_created(tmp_path)
 
 
+@pytest.fixture(scope="module")
+def password_postgres() -> Iterator[str]:
+    """URL (without password) of a PostgreSQL server that asks TCP clients for a password: user postgres, password
+    :data:`PG_PASSWORD` (the session's test server trusts everyone, so a wrong password would pass there)."""
+    import tempfile
+
+    from servers import free_port, postgres_binaries
+
+    binaries = postgres_binaries()
+    if binaries is None:
+        pytest.skip("PostgreSQL server binaries are not installed")
+    base = Path(tempfile.mkdtemp(prefix="sparkcep-pgpw-"))
+    data, port, password_file = base / "data", free_port(), base / "password"
+    password_file.write_text(PG_PASSWORD + "\n")
+    as_user: list[str] = []
+    if os.geteuid() == 0:  # initdb refuses root
+        shutil.chown(base, "postgres")
+        shutil.chown(password_file, "postgres")
+        runuser = shutil.which("runuser", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin") or "runuser"
+        as_user = [runuser, "-u", "postgres", "--"]
+    try:
+        subprocess.run([*as_user, str(binaries / "initdb"), "-D", str(data), "-U", "postgres", "--auth-local=trust",
+                        "--auth-host=scram-sha-256", f"--pwfile={password_file}", "--no-sync"],
+                       check=True, capture_output=True)  # fmt: skip
+        options = f"-c listen_addresses=127.0.0.1 -p {port} -k {base} -c fsync=off"
+        subprocess.run([*as_user, str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-w", "-l",
+                        str(base / "log"), "start"], check=True, capture_output=True)  # fmt: skip
+        yield f"postgresql://postgres@127.0.0.1:{port}"
+    finally:
+        subprocess.run([*as_user, str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+                       check=False, capture_output=True)  # fmt: skip
+        shutil.rmtree(base, ignore_errors=True)
+
+
+PG_PASSWORD = "right-horse-battery"  # noqa: S105  # a test server's
+
+
+@pytest.mark.parametrize(
+    ("password", "database", "named", "fix"),
+    [
+        ("wrong-staple", "postgres", "refused the login of user 'postgres': wrong password (or no such user)",
+         "give that user's password in PGPASSWORD or a ~/.pgpass line (127.0.0.1:{port}:DATABASE:postgres:"),
+        (None, "postgres", "asks for a password and none was given", "set PGPASSWORD, or add a ~/.pgpass line"),
+        (PG_PASSWORD, "nodb", "has no database 'nodb'", "correct the database name at the end of the URL, or create "
+         "it (createdb -h 127.0.0.1 -p {port} nodb)"),
+    ],
+    ids=["wrong-password", "no-password", "no-database"],
+)  # fmt: skip
+def test_a_refused_postgresql_login_is_told_apart_from_an_unreachable_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, password_postgres: str, password: str | None, database: str,
+    named: str, fix: str,
+) -> None:  # fmt: skip
+    (tmp_path / "in").mkdir()
+    monkeypatch.setenv("PGPASSFILE", str(tmp_path / "no-pgpass"))  # the machine's ~/.pgpass stays out of it
+    if password is None:
+        monkeypatch.delenv("PGPASSWORD", raising=False)
+    else:
+        monkeypatch.setenv("PGPASSWORD", password)
+    port = password_postgres.rsplit(":", 1)[1]
+    lines = refused(invoke(*run_args(tmp_path, "--alert-store", f"{password_postgres}/{database}")),
+                    f"Error: PostgreSQL at 127.0.0.1:{port} (alert store) {named}", fix.format(port=port))  # fmt: skip
+    assert "cannot reach" not in lines[0] and "FATAL" not in lines[0] and "fATAL" not in lines[0]
+    assert password is None or password not in "\n".join(lines)
+    nothing_created(tmp_path)
+
+
+def test_the_right_password_passes_the_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, password_postgres: str, no_spark: list[Any]
+) -> None:
+    (tmp_path / "in").mkdir()
+    monkeypatch.setenv("PGPASSWORD", PG_PASSWORD)
+    result = invoke(*run_args(tmp_path, "--alert-store", f"{password_postgres}/postgres"))
+    assert SparkStarted.__name__ in result.stderr and len(no_spark) == 1
+
+
+def test_a_postgresql_server_that_never_answers_is_a_timeout(tmp_path: Path, silent_server: str) -> None:
+    (tmp_path / "in").mkdir()
+    args = run_args(tmp_path, "--alert-store", f"postgresql://u@{silent_server}/db", "--connect-timeout", "1s")
+    port = silent_server.rsplit(":", 1)[1]
+    lines = refused(invoke(*args), f"PostgreSQL at {silent_server} (alert store) did not answer within 2s "
+                    "(--connect-timeout)", f"lets this machine reach port {port} of 127.0.0.1")  # fmt: skip
+    assert "or give it longer with --connect-timeout" in lines[1] and "cannot reach" not in lines[0]
+    nothing_created(tmp_path)
+
+
 def kafka_pipeline(tmp_path: Path, source: str = "", sink: str = "") -> Path:
     (tmp_path / "in").mkdir(exist_ok=True)
     source = source or "{type: files, path: in}"
@@ -292,11 +377,34 @@ def test_a_kafka_broker_that_never_answers_is_given_up_after_the_connect_timeout
     nothing_created(tmp_path)
 
 
-def test_a_missing_kafka_source_topic_is_named(tmp_path: Path, kafka: str) -> None:
-    config = kafka_pipeline(tmp_path, source=f"{{type: kafka, bootstrap_servers: '{kafka}', topics: [no-such-topic]}}")
-    refused(invoke("run", "--config", str(config)), f"Kafka topic 'no-such-topic' (source) does not exist at {kafka}",
-            f"correct source.topics in {config}")  # fmt: skip
+def test_a_missing_kafka_source_topic_is_named_with_the_topics_there(tmp_path: Path, kafka: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": kafka})
+    wanted = ["orders-v2", "payments", "orders", "devices"]
+    for future in admin.create_topics([NewTopic(name, 1, 1) for name in wanted]).values():
+        try:
+            future.result(timeout=30)
+        except Exception as exc:  # created by an earlier test of this session
+            assert "already exists" in str(exc).lower() or "TOPIC_ALREADY_EXISTS" in str(exc), exc
+    config = kafka_pipeline(tmp_path, source=f"{{type: kafka, bootstrap_servers: '{kafka}', topics: [orderz]}}")
+    named = f"Kafka topic 'orderz' (source) does not exist at {kafka}; topics there, closest first: 'orders', "
+    named += "'orders-v2'"
+    lines = refused(invoke("run", "--config", str(config)), named, f"correct source.topics in {config}")
+    assert "--create --topic orderz" in lines[1]
+    assert "__consumer_offsets" not in lines[0]
     nothing_created(tmp_path)
+
+
+def test_the_list_of_topics_there_is_capped_closest_first() -> None:
+    from sparkcep.io.kafka.client import SHOWN_TOPICS, topics_there
+
+    names = [f"topic-{index:03d}" for index in range(40)] + ["orders", "__consumer_offsets"]
+    text = topics_there("order", names)
+    assert text.startswith("topics there, closest first: 'orders', ")
+    assert text.count("'") == 2 * SHOWN_TOPICS and text.endswith(f" and {41 - SHOWN_TOPICS} more")
+    assert "__consumer_offsets" not in text
+    assert topics_there("x", ["__consumer_offsets"]) == "the cluster has no topics"
 
 
 # -- Java ------------------------------------------------------------------------------------------------------
@@ -322,16 +430,31 @@ def test_a_java_home_pointing_nowhere_ends_before_java_starts(tmp_path: Path) ->
 # -- rule files ----------------------------------------------------------------------------------------------------
 
 
-def test_a_rules_file_that_is_not_json_is_named(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("text", "place", "expected", "got"),
+    [
+        ("hello\n", "line 1, column 1", "expected a value", "got 'hello'"),
+        ('{\n  "rules": [\n    {"id": "a", "type": "inactivity",}\n  ]\n}\n', "line 3, column 38",
+         "expected a field name in double quotes (JSON allows no comma after the last field", "got '}'"),
+        ('{"rules": [{"id": "a" "type": 1}]}', "line 1, column 23", "expected ',' between two items",
+         "got '\"type\": 1}]}'"),
+        ('{"rules": [', "line 1, column 12", "expected a value", "got the end of the file"),
+    ],
+)  # fmt: skip
+def test_a_rules_file_that_is_not_json_is_named_with_line_column_and_fix(
+    tmp_path: Path, text: str, place: str, expected: str, got: str
+) -> None:
     (tmp_path / "in").mkdir()
-    (tmp_path / "rules.json").write_text("hello\n")
+    (tmp_path / "bad.rules.json").write_text(text)
     args = run_args(tmp_path)
-    args[2] = str(tmp_path / "rules.json")
-    result = invoke(*args)
-    assert result.exit_code == 1
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "rules.json" in lines[0] and "expected valid JSON" in lines[0]
+    args[2] = "bad.rules.json"  # relative, as an operator types it
+    lines = refused(invoke(*args), f"rule file bad.rules.json, {place}: {expected}", f"{place}, then check it with "
+                    "'sparkcep rules validate bad.rules.json'")  # fmt: skip
+    assert len(lines) == 2 and got in lines[0]
+    assert "field '" not in lines[0] and "Expecting" not in lines[0]  # not the decoder's words, no rule field
     nothing_created(tmp_path)
+    validated = invoke("rules", "validate", "bad.rules.json")  # the command the fix names says the same
+    assert validated.exit_code == 1 and lines[0] in validated.stderr
 
 
 def test_a_missing_rules_file_is_a_usage_error(tmp_path: Path) -> None:
@@ -381,3 +504,142 @@ def test_an_alert_store_that_is_not_postgresql_is_named(tmp_path: Path) -> None:
     result = invoke(*run_args(tmp_path, "--alert-store", "sqlite:alerts.db"))
     refused(result, "alert store sqlite:alerts.db: expected a PostgreSQL URL", "give the database's URL")
     nothing_created(tmp_path, tmp_path / "alerts.db")
+
+
+# -- write permission, before Spark starts ----------------------------------------------------------------------
+
+
+def _as_unprivileged() -> list[str]:
+    """A command prefix under which file modes apply: none for an ordinary user; for root, a user namespace (root
+    keeps its uid there but loses CAP_DAC_OVERRIDE on files of the outer namespace)."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "--user", "true"], check=False).returncode:
+        pytest.skip("root without user namespaces: file modes do not apply")
+    return ["unshare", "--user"]
+
+
+def _run_program(tmp_path: Path, args: list[str]) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    env.pop(runlog.LOG_DIR_ENV, None)
+    command = [*_as_unprivileged(), sys.executable, "-m", "sparkcep.cli", *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("option", "place", "got"),
+    [
+        ("--output", "locked", "one, owned by"),
+        ("--output", "locked/out", "{tmp}/locked (where it would be created), owned by"),
+        ("--checkpoint", "locked/ck", "{tmp}/locked (where it would be created), owned by"),
+        ("--checkpoint", "ck", "{tmp}/ck/query/offsets under it, owned by"),
+    ],
+)
+def test_an_unwritable_output_or_checkpoint_is_refused_before_spark_creating_nothing(
+    tmp_path: Path, option: str, place: str, got: str
+) -> None:
+    """Found in a second instead of after a Spark start (~38 s), and nothing created: not the checkpoint, not the
+    output directory, no log in the checkpoint."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "ck" / "query" / "offsets").mkdir(parents=True)  # a checkpoint a job of another user wrote
+    before = sorted(str(path) for path in tmp_path.rglob("*"))
+    (tmp_path / "locked").chmod(0o555)
+    (tmp_path / "ck" / "query" / "offsets").chmod(0o555)
+    args = run_args(tmp_path)
+    args[args.index("--checkpoint") + 1] = str(tmp_path / "ck2")
+    args[args.index(option) + 1] = str(tmp_path / place)
+    try:
+        done = _run_program(tmp_path, args)
+    finally:
+        (tmp_path / "locked").chmod(0o755)
+        (tmp_path / "ck" / "query" / "offsets").chmod(0o755)
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 2, done.stderr
+    assert lines[0].startswith(f"Error: {option} {tmp_path / place}: expected a directory user ")
+    assert " can write to, got " + got.format(tmp=tmp_path) in lines[0] and "r-x" in lines[0]
+    assert lines[1].startswith("Fix: let user ") and "chown" in lines[1] and "or choose another directory" in lines[1]
+    assert sorted(str(path) for path in tmp_path.rglob("*") if "state" not in path.parts) == before
+
+
+def test_a_writable_place_passes_the_check(tmp_path: Path, no_spark: list[Any]) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "out").mkdir()
+    result = invoke(*run_args(tmp_path))
+    assert SparkStarted.__name__ in result.stderr and len(no_spark) == 1
+
+
+def test_a_pipeline_files_sink_under_an_unwritable_directory_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "locked").mkdir()
+    config = pipeline(tmp_path, f"source: {{type: files, path: in}}\nrules: {{file: {json.dumps(str(ORDER_RULES))}}}\n"
+                      "sinks: {files: locked/out}\ncheckpoint: ck\n")  # fmt: skip
+    (tmp_path / "locked").chmod(0o555)
+    try:
+        done = _run_program(tmp_path, ["run", "--config", str(config)])
+    finally:
+        (tmp_path / "locked").chmod(0o755)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith(f"Error: {config}: sinks.files {tmp_path}/locked/out: expected a directory user ")
+    assert not (tmp_path / "ck").exists() and not (tmp_path / "locked" / "out").exists()
+
+
+# -- --log-format json: errors before Spark starts too ----------------------------------------------------------
+
+
+def _json_lines(text: str) -> list[dict[str, Any]]:
+    """Every line of ``text`` as a JSON object (fails on a line that is not one)."""
+    records = [json.loads(line) for line in text.splitlines() if line.strip()]
+    assert records and all(isinstance(record, dict) for record in records)
+    return records
+
+
+@pytest.mark.parametrize(
+    ("extra", "status", "message"),
+    [
+        ((), 1, "Error: --input {tmp}/nope: no such directory\nFix: check the path, or pass --create-input"),
+        (("--alert-store", CLOSED_PG, "--connect-timeout", "2s"), 1,
+         "Error: cannot reach PostgreSQL at 127.0.0.1:1 (alert store): connection refused\nFix: start PostgreSQL"),
+        (("--watermark-delay", "soon"), 2, "Error: Invalid value for '--watermark-delay'"),
+        (("--rules-store", "sqlite:x.db"), 2, "Error: give exactly one of --rules FILE and --rules-store SPEC"),
+    ],
+    ids=["missing-input", "unreachable-postgresql", "bad-option-value", "usage"],
+)  # fmt: skip
+def test_errors_before_spark_starts_are_json_lines_with_log_format_json(
+    tmp_path: Path, extra: tuple[str, ...], status: int, message: str
+) -> None:
+    args = run_args(tmp_path, *extra, "--log-format", "json", input_dir=tmp_path / "nope")
+    if extra and extra[0] != "--rules-store":
+        (tmp_path / "nope").mkdir()
+    result = invoke(*args)
+    assert result.exit_code == status, result.stderr
+    [record] = _json_lines(result.stderr)  # one object, nothing else on stderr (no click usage text)
+    assert (record["event"], record["level"]) == ("error", "error") and record["time"].endswith("Z")
+    assert record["message"].startswith(message.format(tmp=tmp_path)), record
+    assert result.stdout == ""
+    nothing_created(tmp_path)
+
+
+def test_log_format_json_with_an_equals_sign_and_for_backtest(tmp_path: Path) -> None:
+    args = ["backtest", "--rules", str(ORDER_RULES), "--input", str(tmp_path / "hist"), "--output",
+            str(tmp_path / "o"), "--log-format=json"]  # fmt: skip
+    [record] = _json_lines(invoke(*args).stderr)
+    assert record["message"].startswith(f"Error: --input {tmp_path}/hist: no such directory\nFix: check the path")
+
+
+def test_text_format_errors_stay_text(tmp_path: Path) -> None:
+    result = invoke(*run_args(tmp_path, "--log-format", "text", input_dir=tmp_path / "nope"))
+    assert result.stderr.startswith(f"Error: --input {tmp_path}/nope: no such directory\n")
+    usage = invoke(*run_args(tmp_path, "--watermark-delay", "soon"))
+    assert usage.exit_code == 2 and "Usage: " in usage.stderr
+
+
+def test_a_file_above_a_missing_output_is_refused_before_spark(tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "afile").write_text("")
+    args = run_args(tmp_path)
+    args[args.index("--output") + 1] = str(tmp_path / "afile" / "out")
+    refused(invoke(*args), f"--output {tmp_path}/afile/out: expected a path whose directories can be created, got "
+            f"{tmp_path}/afile, a file", f"move {tmp_path}/afile away")  # fmt: skip
+    nothing_created(tmp_path)

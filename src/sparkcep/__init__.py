@@ -5,6 +5,9 @@ The pure core (:mod:`sparkcep.core`) never imports pyspark; :mod:`sparkcep.spark
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 from sparkcep.core.engine import BatchResult, BucketState, Engine
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
@@ -20,11 +23,25 @@ from sparkcep.rules.model import CompletionRule, InactivityRule, InputSpec, Rule
 
 __version__ = "0.1.0"
 
+# The PySpark library API (sparkcep.api: detect, Detection) loads on first use: importing sparkcep must stay free
+# of pyspark (the pure core and the console import this package; tests/test_architecture.py checks the graph).
+# Type checkers see these names as Any here: ``from sparkcep.api import detect`` gives the typed signature.
+_LAZY = {"detect": "sparkcep.api", "Detection": "sparkcep.api"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sparkcep' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
 __all__ = [
     "BatchResult",
     "BucketState",
     "CheckpointMismatch",
     "CompletionRule",
+    "Detection",
     "DurationError",
     "Engine",
     "EnvironmentProblem",
@@ -37,6 +54,7 @@ __all__ = [
     "RuleSet",
     "SparkcepError",
     "__version__",
+    "detect",
     "load_rules",
     "parse_rules",
 ]

@@ -25,9 +25,9 @@ from urllib.parse import urlsplit
 from sparkcep.errors import CheckpointIncomplete, EnvironmentProblem, RunError, SparkcepError
 from sparkcep.io.files import STAGING_DIR
 from sparkcep.io.storage import Location, location
+from sparkcep.redaction import redact
 
 _FULL_BELOW_BYTES = 1 << 20  # a file system with less than this left counts as full
-_SECRET_ENV_WORDS = ("PASSWORD", "SECRET", "TOKEN", "KEY", "CREDENTIAL")
 _CHAIN_LIMIT = 64
 
 
@@ -426,34 +426,78 @@ _PG_SERVER = re.compile(r'connection to server at "([^"]+)"(?: \([^)]*\))?, port
 _PG_SOCKET = re.compile(r'connection to server on socket "([^"]+)" failed: ([^\n]+)')
 _PG_RESOLVE = re.compile(r"failed to resolve host '([^']+)'|could not translate host name \"([^\"]+)\"")
 _PG_URL = re.compile(r"(rule store|alert store)? ?(postgres(?:ql)?://[^\s'\"]+?):? (?=\S)")
-_PG_FIXES = (
-    ("password authentication failed", "set PGPASSWORD or a ~/.pgpass entry for that user"),
-    ("no password supplied", "set PGPASSWORD or a ~/.pgpass entry for that user"),
-    ("does not exist", "create the database or role, or correct its name in the URL"),
-    ("timeout expired", "check the network path and firewall to the server"),
-)
+# psycopg's own connect timeout names no server ("connection timeout expired"): the URL in sparkcep's message
+# around it does, with the wait (pg_url.connect, preflight.require_postgres).
+_PG_TIMEOUT = re.compile(r"no answer within ([^\s:]+)(?: \((--connect-timeout)\))?")
+_PG_QUOTED = re.compile(r'"([^"]*)"')
 
 
 def _postgres_rule(text: str, where: Where) -> Diagnosis | None:
     if "OperationalError" not in text and "psycopg" not in text:
         return None
     server, sock, resolve = _PG_SERVER.search(text), _PG_SOCKET.search(text), _PG_RESOLVE.search(text)
+    timeout = _PG_TIMEOUT.search(text) if "timeout expired" in text else None
     if server is not None:
         address, reason = f"{server.group(1)}:{server.group(2)}", server.group(3).strip()
     elif sock is not None:
         address, reason = f"socket {sock.group(1)}", sock.group(2).strip()
     elif resolve is not None:
         address, reason = _postgres_address(text, where) or (resolve.group(1) or resolve.group(2)), "unknown host"
+    elif timeout is not None or "timeout expired" in text:
+        address, reason = _postgres_address(text, where) or "the server", "timeout expired"
     else:
         return None
-    role = _postgres_role(text, where)
-    fix = next((f for words, f in _PG_FIXES if words in reason), None)
-    if fix is None and reason == "unknown host":
-        fix = "correct the host name in the URL"
-    if fix is None:
-        host, _, port = address.rpartition(":")
-        fix = f"start PostgreSQL there or correct host and port in the URL (check: pg_isready -h {host} -p {port})"
-    return Diagnosis(f"cannot reach PostgreSQL at {address}{role}: {_lower_first(reason)}", _again(fix, where))
+    problem, fix = postgres_problem(address, _postgres_role(text, where), reason, timeout)
+    return Diagnosis(problem, _again(fix, where))
+
+
+def postgres_problem(  # noqa: PLR0911  # one return per kind of refusal
+    address: str, role: str, reason: str, timeout: re.Match[str] | None = None
+) -> tuple[str, str]:
+    """What went wrong connecting to PostgreSQL at ``address``, told apart: the server refused the login (password,
+    role, database, pg_hba.conf), it cannot be reached (refused, unknown host), or it did not answer in time."""
+    reason = reason.replace("FATAL:", "").strip()
+    at = f"PostgreSQL at {address}{role}"
+    host, _, port = address.rpartition(":")
+    names = _PG_QUOTED.findall(reason)
+    name = names[0] if names else "?"
+    if "password authentication failed" in reason:
+        return (
+            f"{at} refused the login of user {name!r}: wrong password (or no such user)",
+            "check the user name in the URL and give that user's password in PGPASSWORD or a ~/.pgpass line "
+            f"({host}:{port}:DATABASE:{name}:PASSWORD)",
+        )
+    if "no password supplied" in reason:
+        return (
+            f"{at} asks for a password and none was given",
+            f"set PGPASSWORD, or add a ~/.pgpass line ({host}:{port}:DATABASE:USER:PASSWORD, mode 0600)",
+        )
+    if reason.startswith("database ") and "does not exist" in reason:
+        return (
+            f"{at} has no database {name!r}",
+            f"correct the database name at the end of the URL, or create it (createdb -h {host} -p {port} {name})",
+        )
+    if reason.startswith("role ") and "does not exist" in reason:
+        return f"{at} has no role {name!r}", f"correct the user in the URL, or create it (CREATE ROLE {name} LOGIN)"
+    if "no pg_hba.conf entry" in reason:
+        return (
+            f"{at} does not let this machine log in: {_lower_first(reason)}",
+            "ask the server's administrator for a pg_hba.conf entry for this host, user and database (or add "
+            "sslmode=require to the URL if the entries ask for SSL)",
+        )
+    if "timeout expired" in reason:
+        wait = "in time" if timeout is None else f"within {timeout.group(1)}"
+        option = " (--connect-timeout)" if timeout is not None and timeout.group(2) else ""
+        raise_it = ", or give it longer with --connect-timeout" if option else ""
+        return (
+            f"PostgreSQL at {address}{role} did not answer {wait}{option}",
+            f"check that the server runs and that the network (a firewall) lets this machine reach port {port or '?'} "
+            f"of {host or address} (pg_isready -h {host} -p {port}){raise_it}",
+        )
+    if reason == "unknown host":
+        return f"cannot reach PostgreSQL at {address}{role}: unknown host", "correct the host name in the URL"
+    fix = f"start PostgreSQL there or correct host and port in the URL (check: pg_isready -h {host} -p {port})"
+    return f"cannot reach PostgreSQL at {address}{role}: {_lower_first(reason)}", fix
 
 
 def _postgres_address(text: str, where: Where) -> str | None:
@@ -649,51 +693,6 @@ def _user() -> str:
         return getpass.getuser()
     except (KeyError, OSError):  # no passwd entry (containers): the number is what chown takes anyway
         return str(os.getuid())
-
-
-# -- secrets -----------------------------------------------------------------------------------------------
-
-_URL_PASSWORD = re.compile(r"(\b[a-zA-Z][\w+.-]*://[^/\s:@]*):[^@\s/]*@")
-_KEY_VALUE_SECRET = re.compile(
-    r"(\b(?:password|passwd|secret|token|api[_.-]?key)[\w.-]*['\"]?\s*[=:]\s*)('[^']*'|\"[^\"]*\"|[^\s,;}]+)",
-    re.IGNORECASE,
-)
-# Variables whose values are secrets whatever their names: the ones Kafka properties read with ``env:NAME``.
-_SECRET_VARIABLES: set[str] = {"PGPASSWORD"}
-
-
-def add_secret_variables(names: Iterator[str] | list[str] | tuple[str, ...]) -> None:
-    """Treat these environment variables' values as secrets in every message and log (process-wide, like
-    the environment itself)."""
-    _SECRET_VARIABLES.update(names)
-
-
-def redact(text: str) -> str:
-    """``text`` without passwords in URLs, ``password=...``-like settings or the values of secret environment
-    variables (PGPASSWORD, the ones Kafka properties name, any whose name says password, secret, token or key)."""
-    text = _URL_PASSWORD.sub(r"\1:***@", text)
-    text = _KEY_VALUE_SECRET.sub(_hide_value, text)
-    for value in _secret_values():
-        text = text.replace(value, "***")
-    return text
-
-
-def _hide_value(match: re.Match[str]) -> str:
-    value = match.group(2)
-    # "env:NAME" names a variable; it is how secrets are meant to be written, and shows no secret.
-    return match.group(0) if value.strip("'\"").startswith("env:") else match.group(1) + "***"
-
-
-def _secret_values() -> list[str]:
-    values = []
-    for name, value in os.environ.items():
-        upper = name.upper()
-        # Short values of vaguely named variables ("KEYMAP=us") would garble every text they occur in.
-        shortest = 4 if name in _SECRET_VARIABLES or any(w in upper for w in _SECRET_ENV_WORDS[:3]) else 8
-        if len(value) >= shortest and (name in _SECRET_VARIABLES or any(w in upper for w in _SECRET_ENV_WORDS)):
-            values.append(value)
-    # Longest first: a secret that contains another is hidden whole.
-    return sorted(values, key=len, reverse=True)
 
 
 # -- a checkpoint that lost a part -----------------------------------------------------------------------

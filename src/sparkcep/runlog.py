@@ -25,7 +25,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sparkcep.failures import Diagnosis, Where, diagnose, exception_chain, redact
+from sparkcep.failures import Diagnosis, Where, diagnose, exception_chain
+from sparkcep.redaction import redact
 
 KEEP = 50
 LOG_DIR_ENV = "SPARKCEP_LOG_DIR"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,13 +24,13 @@ from sparkcep.errors import SparkcepError
 from sparkcep.failures import (
     Service,
     Where,
-    add_secret_variables,
     check_checkpoint_complete,
     diagnose,
     postgres_service,
 )
 from sparkcep.io.alignment import DEFAULT_MAX_BATCH_RECORDS
 from sparkcep.io.storage import Location, location
+from sparkcep.redaction import add_secret_variables
 from sparkcep.runlog import CommandLog, report
 from sparkcep.sizes import parse_size
 from sparkcep.timeutil import format_duration, parse_duration
@@ -95,18 +96,51 @@ _LOG_KEY = "sparkcep.command_log"
 
 
 class _Reported(click.ClickException):
-    """A failure already written to a log: shown as its short lines (message, fix, where the trace is)."""
+    """A failure already written to a log: shown as its short lines (message, fix, where the trace is).
 
-    def __init__(self, lines: list[str], progress: RunProgress | None = None) -> None:
+    With ``--log-format json`` it is one JSON object on one line, also when the failure came before Spark started
+    (no progress output exists yet): a service's log collector then never meets a line that is not JSON."""
+
+    def __init__(
+        self, lines: list[str], progress: RunProgress | None = None, as_json: bool = False, exit_code: int = 1
+    ) -> None:
         super().__init__("\n".join(lines))
         self.lines = lines
         self.progress = progress  # the command's progress output, which says it in its format
+        self.as_json = as_json
+        self.exit_code = exit_code  # type: ignore[misc]  # click reads it from the instance: a usage error's 2
 
     def show(self, file: IO[Any] | None = None) -> None:
         if self.progress is not None and self.progress.error(self.lines):
             return
+        if self.as_json:
+            click.echo(json_error(self.lines), err=True)
+            return
         for line in self.lines:
             click.echo(line, err=True)
+
+
+def json_error(lines: list[str]) -> str:
+    """A failure's lines as the JSON object ``--log-format json`` writes for it (as RunProgress.error does)."""
+    from sparkcep.timeutil import format_iso
+
+    entry = {"time": format_iso(int(time.time() * 1000)), "level": "error", "event": "error",
+             "message": "\n".join(lines)}  # fmt: skip
+    return json.dumps(entry, separators=(",", ":"))
+
+
+def _asks_for_json(ctx: click.Context) -> bool:
+    """``--log-format json`` among the arguments of ``run`` or ``backtest``, read before click parses them: a
+    mistake in the other options (a bad value, a missing file) must come out in that format too."""
+    args = [*getattr(ctx, "_protected_args", ()), *ctx.args]
+    if not args or args[0] not in ("run", "backtest"):
+        return False
+    for index, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg == "--log-format=json" or (arg == "--log-format" and args[index + 1 : index + 2] == ["json"]):
+            return True
+    return False
 
 
 class _Main(click.Group):
@@ -115,10 +149,12 @@ class _Main(click.Group):
 
     Usage errors stay click's (status 2); sparkcep's own errors keep their messages unless they were caused by a
     fault outside sparkcep (a full disk under a rule store, an unreachable PostgreSQL server), which is then
-    named the same way as everywhere else.
+    named the same way as everywhere else. With ``--log-format json`` every one of them, usage errors included,
+    is one JSON object on one line (status unchanged).
     """
 
     def invoke(self, ctx: click.Context) -> Any:
+        as_json = _asks_for_json(ctx)
         try:
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.exceptions.Abort, _Reported):
@@ -130,12 +166,15 @@ class _Main(click.Group):
             diagnosis = None if cause is None else diagnose(cause, log.where)
             # A message of sparkcep's own is enough, unless it comes with a fix (the full trace goes to the log).
             if cause is None or diagnosis is None or not (diagnosis.external or diagnosis.fix):
+                if as_json:
+                    lines = [f"Error: {exc.format_message()}"]
+                    raise _Reported(lines, progress, as_json, exc.exit_code) from exc
                 if progress is None or isinstance(exc, click.UsageError):
                     raise
                 raise _Reported([f"Error: {exc.format_message()}"], progress) from exc
-            raise _Reported(report(log, cause, diagnosis), progress) from exc
+            raise _Reported(report(log, cause, diagnosis), progress, as_json) from exc
         except Exception as exc:
-            raise _Reported(report(_command_log(ctx), exc), ctx.meta.get(_FORMAT_KEY)) from exc
+            raise _Reported(report(_command_log(ctx), exc), ctx.meta.get(_FORMAT_KEY), as_json) from exc
 
 
 def _command_log(ctx: click.Context) -> CommandLog:
@@ -252,8 +291,8 @@ def main() -> None:
 
 @main.command()
 @click.argument("kind", type=click.Choice(["orders", "devices", "transactions"]))
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="Directory for the files.")
-@click.option("--events", type=int, required=True, help="Number of events to write.")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), help="Directory for the files.")
+@click.option("--events", type=int, help="Number of events to write (history; not with --live).")
 @click.option("--seed", type=int, default=42, show_default=True)
 @click.option("--files", type=int, default=1, show_default=True, help="Split into this many files (arrival order).")
 @click.option("--max-delay", type=DURATION, default="5s", show_default=True, help="Bound on out-of-order arrival.")
@@ -267,20 +306,47 @@ def main() -> None:
     help="Share of incomplete orders (default 0.10), offline gaps (0.05) or fraud bursts (0.001).",
 )
 @click.option("--overwrite", is_flag=True, help="Replace part files already in --out.")
+@click.option(
+    "--live", is_flag=True, help="Write fresh events, event time = now, at --rate until stopped (Ctrl-C) or --duration."
+)
+@click.option("--rate", default="100/s", show_default=True, help="With --live: events per second (300/s, 18000/min).")
+@click.option("--duration", type=DURATION, default=None, help="With --live: stop after this long (default: never).")
+@click.option(
+    "--to", "to", type=click.Choice(["dir", "kafka"]), default="dir", show_default=True,
+    help="With --live: new files in --out every second, or records into a Kafka --topic.",
+)  # fmt: skip
+@click.option("--bootstrap", default=None, help="With --live --to kafka: the broker, HOST:PORT.")
+@click.option("--topic", default=None, help="With --live --to kafka: the topic (created when missing).")
 def simulate(
     kind: str,
-    out_dir: Path,
-    events: int,
+    out_dir: Path | None,
+    events: int | None,
     seed: int,
     files: int,
     max_delay: int,
     duplicate_share: float | None,
     problem_share: float | None,
     overwrite: bool,
+    live: bool,
+    rate: str,
+    duration: int | None,
+    to: str,
+    bootstrap: str | None,
+    topic: str | None,
 ) -> None:
-    """Write deterministic, realistic sample events (KIND: orders, devices or transactions) as JSON lines."""
+    """Write deterministic, realistic sample events (KIND: orders, devices or transactions) as JSON lines.
+
+    With --live: fresh events at --rate, stamped now, into a directory a streaming `sparkcep run` reads (a new file
+    every second) or a Kafka topic, until Ctrl-C, SIGTERM or --duration."""
     from sparkcep.simulate import generate_devices, generate_orders, generate_transactions
 
+    if live:
+        _simulate_live(kind, out_dir, events, seed, max_delay, duplicate_share, problem_share, rate, duration, to,
+                       bootstrap, topic)  # fmt: skip
+        return
+    if out_dir is None or events is None:
+        missing = "--out" if out_dir is None else "--events"
+        raise click.UsageError(f"{missing}: expected a value (a history needs --out and --events), got none")
     _remember("simulate", Where(output=out_dir.resolve()))
     _refuse_existing_parts(out_dir, overwrite)
     if duplicate_share is None:
@@ -321,6 +387,55 @@ def simulate(
             overwrite=overwrite,
         )
     _echo_json(summary.to_json())
+
+
+def _simulate_live(
+    kind: str, out_dir: Path | None, events: int | None, seed: int, max_delay: int, duplicate_share: float | None,
+    problem_share: float | None, rate: str, duration: int | None, to: str, bootstrap: str | None, topic: str | None,
+) -> None:  # fmt: skip
+    """``simulate --live`` (see sparkcep.simulate.live): its options checked, then events until stopped."""
+    import signal
+    import threading
+
+    from sparkcep.simulate.live import DirectorySink, KafkaSink, LiveFeed, LiveSink, parse_rate, run_live
+
+    if events is not None:
+        raise click.UsageError(
+            f"--events: expected none with --live (it runs until stopped or --duration), got {events}"
+        )
+    try:
+        per_s = parse_rate(rate)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--rate") from None
+    if duplicate_share is None:  # as for a history: payment systems deduplicate upstream
+        duplicate_share = 0.0 if kind == "transactions" else 0.01
+    now_ms = int(time.time() * 1000)
+    try:
+        feed = LiveFeed(kind, per_s, now_ms, seed, max_delay, duplicate_share=duplicate_share,  # type: ignore[arg-type]
+                        problem_share=problem_share)  # fmt: skip
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None
+    sink: LiveSink
+    if to == "kafka":
+        if bootstrap is None or topic is None:
+            missing = "--bootstrap" if bootstrap is None else "--topic"
+            raise click.UsageError(f"{missing}: expected a value with --to kafka, got none")
+        _remember("simulate", Where())
+        sink = KafkaSink(bootstrap, topic, feed.kind)
+    else:
+        if out_dir is None:
+            raise click.UsageError("--out: expected the directory a streaming run reads (with --to dir), got none")
+        _remember("simulate", Where(output=out_dir.resolve()))
+        sink = DirectorySink(out_dir, now_ms)
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda _signum, _frame: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    click.echo(f"sparkcep simulate {kind} --live: {per_s:g} events/s into {sink.where}; Ctrl-C stops", err=True)
+    try:
+        report = run_live(feed, sink, duration_s=None if duration is None else duration / 1000, stop=stop)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    _echo_json(report.to_json())
 
 
 def _refuse_existing_parts(out_dir: Path, overwrite: bool) -> None:
@@ -700,6 +815,8 @@ def backtest(
         rules = load_rules(rules_path)
         preflight.require_input_directory(inputs, "--input", None)  # a backtest reads history that exists
         preflight.require_directory_or_nothing(output, "--output")
+        preflight.require_readable(inputs, "--input")
+        preflight.require_writable(output, "--output")  # before Spark starts, creating nothing
         if output.children():
             raise click.ClickException(
                 f"--output {output}: expected a new or empty directory (a backtest writes into one), got one with "

@@ -10,8 +10,11 @@ not answer raises the driver's error, which :mod:`sparkcep.failures` names like 
 from __future__ import annotations
 
 import logging
+import os
 import re
+import stat
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -51,6 +54,107 @@ def require_directory_or_nothing(place: Location, option: str, fix: str | None =
         raise StorageError(f"{option} {place}: expected a directory, got a file\nFix: {fix}")
 
 
+_MOST_DIRECTORIES_CHECKED = 2000  # a checkpoint's state holds a directory per partition and store: bounded
+
+
+def require_writable(place: Location, option: str) -> None:
+    """This user can write where ``place`` goes, asked before Spark starts and creating nothing: an existing
+    directory and the directories under it (Spark and sparkcep write into them: offsets, state, one per output
+    type), or, for a directory the run would create, the nearest existing directory above it. A read-only file
+    system is named as such. Remote places (s3a://, hdfs://) answer only when written, so they are not asked."""
+    if not place.is_local:
+        return
+    path = Path(os.path.abspath(place.local_path))
+    existing = next((candidate for candidate in (path, *path.parents) if os.path.lexists(candidate)), None)
+    if existing is None:
+        return
+    if not existing.is_dir():  # a file where a directory above the place must be created
+        if existing == path:
+            return  # named by require_directory_or_nothing
+        raise StorageError(
+            f"{option} {place}: expected a path whose directories can be created, got {existing}, a file\n"
+            f"Fix: move {existing} away, or choose another directory"
+        )
+    if _read_only(existing):
+        raise StorageError(
+            f"{option} {place}: expected a directory on a writable file system, got "
+            f"{'one' if existing == path else f'{existing} (where it would be created)'} on a read-only one\n"
+            "Fix: remount that file system read-write, or choose a directory on a writable one"
+        )
+    blocked = _first_unwritable(existing, walk=existing == path)
+    if blocked is None:
+        return
+    user = _user()
+    if existing != path:
+        got, fix = f"{blocked} (where it would be created)", f"let user {user} write to {blocked} (chown or chmod)"
+    elif blocked == path:
+        got, fix = "one", f"let user {user} write to {path} (chown or chmod)"
+    else:
+        got, fix = f"{blocked} under it", f"let user {user} write to everything under {path} (chown -R {user} {path})"
+    raise StorageError(
+        f"{option} {place}: expected a directory user {user} can write to, got {got}, {_owner_and_mode(blocked)}\n"
+        f"Fix: {fix}, or choose another directory"
+    )
+
+
+def require_readable(place: Location, option: str) -> None:
+    """This user can list and read the existing local directory ``place`` (Spark's file listing would fail later)."""
+    if place.is_local and place.local_path.is_dir() and not os.access(place.local_path, os.R_OK | os.X_OK):
+        user = _user()
+        raise StorageError(
+            f"{option} {place}: expected a directory user {user} can read, got one "
+            f"{_owner_and_mode(place.local_path)}\nFix: let user {user} read it (chmod or chown), or run as its owner"
+        )
+
+
+def _read_only(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _first_unwritable(top: Path, walk: bool) -> Path | None:
+    """``top`` or, with ``walk``, the first directory under it (breadth first) this user may not write to."""
+    pending, seen = deque([top]), 0
+    while pending and seen < _MOST_DIRECTORIES_CHECKED:
+        directory = pending.popleft()
+        seen += 1
+        # access(2) answers for this process's user and groups (root passes unless the file system is read-only).
+        if not os.access(directory, os.W_OK | os.X_OK):
+            return directory
+        if not walk:
+            continue
+        try:
+            with os.scandir(directory) as entries:
+                pending.extend(Path(e.path) for e in entries if e.is_dir(follow_symlinks=False))
+        except OSError:
+            return directory  # cannot even be listed
+    return None
+
+
+def _owner_and_mode(path: Path) -> str:
+    """``owned by spark with mode drwxr-xr-x``: what chown and chmod change."""
+    try:
+        info = path.stat()
+    except OSError as exc:
+        return f"which cannot be examined ({exc.strerror})"
+    return f"owned by {_account(info.st_uid)} with mode {stat.filemode(info.st_mode)}"
+
+
+def _account(uid: int) -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _user() -> str:
+    return _account(os.geteuid())
+
+
 # -- servers ------------------------------------------------------------------------------------------------
 
 
@@ -59,7 +163,7 @@ def require_postgres(url: str, role: str, timeout_ms: int) -> None:
     own connection errors are (the failure handler names host, port, role and the fix)."""
     import psycopg
 
-    from sparkcep.store.pg_url import parse_url, refuse_password
+    from sparkcep.store.pg_url import driver_error_text, parse_url, refuse_password
 
     refuse_password(url, role)
     # libpq's connect_timeout is whole seconds, and it treats values below 2 as 2.
@@ -68,7 +172,7 @@ def require_postgres(url: str, role: str, timeout_ms: int) -> None:
         with psycopg.connect(parse_url(url, role).conninfo, connect_timeout=seconds):
             pass
     except psycopg.Error as exc:
-        raise StoreError(f"{role} {url}: {type(exc).__name__}: {exc}".strip()) from exc
+        raise StoreError(driver_error_text(role, url, exc, f"{seconds}s (--connect-timeout)")) from exc
 
 
 # librdkafka's texts: "127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: Connection refused (after 0ms
@@ -113,9 +217,10 @@ def require_kafka(
         info = metadata.topics.get(topic)
         if info is None or info.error is not None:
             raise kafka.KafkaError(
-                f"Kafka topic {topic!r} ({role}) does not exist at {bootstrap}\n"
-                f"Fix: create it (kafka-topics.sh --create --topic {topic} ...) or correct source.topics in "
-                f"{pipeline_file}"
+                f"Kafka topic {topic!r} ({role}) does not exist at {bootstrap}; "
+                f"{kafka.topics_there(topic, metadata.topics)}\n"
+                f"Fix: correct source.topics in {pipeline_file}, or create the topic (kafka-topics.sh "
+                f"--bootstrap-server {bootstrap} --create --topic {topic} --partitions N)"
             )
 
 
@@ -155,6 +260,11 @@ def check_run_places(inputs: Location, output: Location, checkpoint: Location, c
         require_directory_or_nothing(inputs, "--input", _INPUT_FILE_FIX)
     else:
         require_input_directory(inputs, "--input", "pass --create-input")
+    require_writable(output, "--output")
+    require_writable(checkpoint, "--checkpoint")
+    if create_input and not inputs.exists():
+        require_writable(inputs, "--input")
+    require_readable(inputs, "--input")
 
 
 def check_stores(rules_store: str | None, alert_stores: Sequence[str], timeout_ms: int) -> None:
@@ -187,6 +297,11 @@ def check_pipeline(config: PipelineConfig, config_path: Path, timeout_ms: int) -
         else:
             hint = f"set 'create: true' in the source section of {config_path}"
             require_input_directory(place, f"{config_path}: source.path", hint)
+        if not place.exists():
+            require_writable(place, f"{config_path}: source.path")
+        require_readable(place, f"{config_path}: source.path")
+    require_writable(location(config.sinks.files), f"{config_path}: sinks.files")
+    require_writable(location(config.checkpoint), f"{config_path}: checkpoint")
     check_stores(config.rules.store, config.sinks.postgres, timeout_ms)
     if isinstance(source, KafkaSourceConfig):
         # The official connector reads topics its own way (patterns, assignments): only the brokers are checked.

@@ -4,11 +4,19 @@ nothing (``--quiet``).
 The command points standard error at its log file while Spark runs (Spark's own output goes there), so this
 writes to a copy of the standard error the command started with, taken before that.
 
-- ``text`` on a terminal: one line, rewritten after every micro-batch: batch, events/s, watermark, how far the
-  source is behind (records and event time), outputs, late events and dead letters. Not on a terminal (a pipe, a
-  file, a service manager), ``text`` prints nothing while it runs (the summary names the log file).
+- ``text`` on a terminal: one line, rewritten after every micro-batch: batch, events/s while busy, watermark, how
+  far the source is behind (records and event time), outputs, late events and dead letters. When no batch with
+  input came for :data:`IDLE_AFTER_S` the line says ``waiting for input`` and for how long instead of a rate. Not
+  on a terminal (a pipe, a file, a service manager), ``text`` prints nothing while it runs (the summary names the
+  log file).
 - ``json``: one JSON object per line for every event (``start``, ``batch``, ``end``, ``error``), for log
   collectors; nothing else is printed on standard error.
+
+Events/s is measured over busy time: the records of the batches with input in the last :data:`RATE_WINDOW_S`
+divided by those batches' own durations (running the plan plus the driver's writing), not by the wall time
+between progress lines. A rate over wall time went on showing the last busy figure through an idle spell, and
+shrank a large batch after one to a few hundred per second (issue 29). ``events_per_s`` of the ``batch`` JSON
+event is that busy rate (``null`` for a batch without input).
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import io
 import json
 import os
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -27,7 +36,11 @@ from sparkcep.outputs import BatchMetrics
 from sparkcep.timeutil import format_iso
 
 LogFormat = Literal["text", "json"]
-RATE_WINDOW_S = 10.0  # events/s is measured over the batches of the last ten seconds
+RATE_WINDOW_S = 10.0  # events/s is measured over the batches with input of the last ten seconds
+# A live line left as it was looks like a job still working at the rate it shows: after this long without a batch
+# of input it says the job waits instead (longer than a usual trigger interval, so a steady stream never flickers).
+IDLE_AFTER_S = 5.0
+_TICK_S = 1.0  # how often the idle line is brought up to date
 
 
 def _original_stderr() -> IO[str]:
@@ -56,18 +69,23 @@ class RunProgress:
         self.log_format = log_format
         self.quiet = quiet
         self.stream = stream if stream is not None else (io.StringIO() if quiet else _original_stderr())
+        self._given = stream  # where an error goes under --quiet (the real stderr when none was given)
         self.live = not quiet and log_format == "text" and self.stream.isatty()
         self.started = time.time()
-        self._recent: deque[tuple[float, int]] = deque()
-        self._last_written = self.started
+        self._recent: deque[tuple[float, int, float]] = deque()  # (written_at, records, busy seconds) with input
+        self._last_input = self.started  # wall time of the last batch with input (or of the start)
+        self._last: tuple[BatchMetrics, int | None, int | None] | None = None  # the last line's figures
         self._line_shown = False
+        self._lock = threading.Lock()  # batch() runs on Spark's thread, tick() on the ticker's
+        self._ticker: threading.Thread | None = None
+        self._stopped = threading.Event()
         self.batches = 0
 
     # -- events --------------------------------------------------------------------------------------
 
     def start(self, command: str, log_path: str | None, spark_ui: str | None = None) -> None:
-        """The Spark session is up: events/s counts from now."""
-        self.started = self._last_written = time.time()
+        """The Spark session is up: the idle time counts from now."""
+        self.started = self._last_input = time.time()
         if self.quiet:
             return
         if self.log_format == "json":
@@ -79,26 +97,51 @@ class RunProgress:
             self._print(f"sparkcep {command}: Spark's own output goes to {log_path}")
         if spark_ui is not None:
             self._print(f"Spark UI: {spark_ui}")
+        self._ticker = threading.Thread(target=self._tick_until_stopped, name="sparkcep-progress", daemon=True)
+        self._ticker.start()
 
     def batch(self, metrics: BatchMetrics) -> None:
-        self.batches += 1
-        rate = self._rate(metrics)
-        if self.quiet:
-            return
-        records_behind, time_behind = lag_totals(metrics.source_lag)
-        if self.log_format == "json":
-            self._json({
-                "event": "batch", "batch": metrics.batch_id, "records": metrics.records,
-                "events_per_s": round(rate, 1), "watermark": _iso(metrics.watermark),
-                "lag_records": records_behind, "lag_event_time_ms": time_behind, "lag": metrics.source_lag,
-                "outputs": metrics.by_type, "late": metrics.late, "dead_letters": metrics.dead,
-                "duplicates": metrics.duplicates, "seconds": round(metrics.collect_s + metrics.write_s, 3),
-            })  # fmt: skip
-            return
-        if self.live:
-            self._show(self.line(metrics, rate, records_behind, time_behind))
+        with self._lock:
+            self.batches += 1
+            rate = self._rate(metrics)
+            if self.quiet:
+                return
+            records_behind, time_behind = lag_totals(metrics.source_lag)
+            if self.log_format == "json":
+                self._batch_json(metrics, rate, records_behind, time_behind)
+                return
+            if self.live:
+                self._last = (metrics, records_behind, time_behind)
+                self._show(self.line(metrics, rate, records_behind, time_behind))
+
+    def tick(self, now: float | None = None) -> None:
+        """Bring the live line up to date without a batch: once no input came for :data:`IDLE_AFTER_S` it says
+        so, with the time since the last batch of input, in place of the rate it showed."""
+        with self._lock:
+            if not self.live or self._last is None:
+                return
+            idle = (time.time() if now is None else now) - self._last_input
+            if idle >= IDLE_AFTER_S:
+                metrics, records_behind, time_behind = self._last
+                self._show(self.line(metrics, None, records_behind, time_behind, idle_s=idle))
+
+    def _tick_until_stopped(self) -> None:
+        while not self._stopped.wait(_TICK_S):
+            self.tick()
+
+    def _batch_json(
+        self, metrics: BatchMetrics, rate: float | None, records_behind: int | None, time_behind: int | None
+    ) -> None:
+        self._json({
+            "event": "batch", "batch": metrics.batch_id, "records": metrics.records,
+            "events_per_s": None if rate is None else round(rate, 1), "watermark": _iso(metrics.watermark),
+            "lag_records": records_behind, "lag_event_time_ms": time_behind, "lag": metrics.source_lag,
+            "outputs": metrics.by_type, "late": metrics.late, "dead_letters": metrics.dead,
+            "duplicates": metrics.duplicates, "seconds": round(busy_seconds(metrics), 3),
+        })  # fmt: skip
 
     def end(self, summary: Mapping[str, Any]) -> None:
+        self._stop_ticker()
         if self.quiet:
             return
         self._clear()
@@ -108,17 +151,40 @@ class RunProgress:
     def error(self, lines: Sequence[str]) -> bool:
         """A failure's short lines (message, fix, where the trace is): written as a JSON event in ``json`` format
         (True); in ``text`` the live line is cleared and the caller prints them as usual (False)."""
+        self._stop_ticker()
         self._clear()
         if self.log_format != "json":
             return False
+        if self.quiet:  # --quiet silences progress, never an error: it goes to the real stderr
+            self.stream = self._given if self._given is not None else _original_stderr()
         self._json({"event": "error", "level": "error", "message": "\n".join(lines)})
         return True
 
     # -- text ----------------------------------------------------------------------------------------
 
+    def _stop_ticker(self) -> None:
+        self._stopped.set()
+        if self._ticker is not None and self._ticker is not threading.current_thread():
+            self._ticker.join()
+        self._ticker = None
+
     @staticmethod
-    def line(metrics: BatchMetrics, rate: float, records_behind: int | None, time_behind: int | None) -> str:
-        parts = [f"batch {metrics.batch_id}", f"{rate:,.0f} ev/s"]
+    def line(
+        metrics: BatchMetrics,
+        rate: float | None,
+        records_behind: int | None,
+        time_behind: int | None,
+        idle_s: float | None = None,
+    ) -> str:
+        """``rate``: events/s while busy (None: the batch had no input); ``idle_s``: seconds without input, shown
+        instead of a rate."""
+        if idle_s is not None:
+            doing = f"waiting for input {shown_lag_time(int(idle_s * 1000))}"
+        elif rate is None:
+            doing = "no input"
+        else:
+            doing = f"{rate:,.0f} ev/s busy"
+        parts = [f"batch {metrics.batch_id}", doing]
         parts.append("watermark " + (_iso(metrics.watermark) or "-"))
         if records_behind is not None or time_behind is not None:
             behind = [] if records_behind is None else [f"{records_behind:,} rec"]
@@ -130,16 +196,20 @@ class RunProgress:
             parts.append(f"late {metrics.late:,} dead {metrics.dead:,}")
         return " | ".join(parts)
 
-    def _rate(self, metrics: BatchMetrics) -> float:
-        """Records per second over the batches written in the last :data:`RATE_WINDOW_S`."""
+    def _rate(self, metrics: BatchMetrics) -> float | None:
+        """Records per busy second over the batches with input written in the last :data:`RATE_WINDOW_S` (this
+        one included); None for a batch without input (the line then says so rather than repeat a rate)."""
+        if metrics.records <= 0:
+            return None
         now = metrics.written_at or time.time()
-        self._recent.append((now, metrics.records))
-        since = self._last_written
-        while self._recent and self._recent[0][0] < now - RATE_WINDOW_S:
-            since = self._recent.popleft()[0]
-        self._last_written = since
-        span = now - since
-        return sum(count for _, count in self._recent) / span if span > 0 else 0.0
+        self._last_input = now
+        self._recent.append((now, metrics.records, busy_seconds(metrics)))
+        while self._recent[0][0] < now - RATE_WINDOW_S:
+            self._recent.popleft()
+        busy = sum(seconds for _, _, seconds in self._recent)
+        records = sum(count for _, count, _ in self._recent)
+        # A batch too short to time (a metrics file of an old version: no durations) has no rate to show.
+        return records / busy if busy > 0 else None
 
     def _show(self, text: str) -> None:
         self.stream.write("\r\x1b[2K" + text)
@@ -161,6 +231,11 @@ class RunProgress:
         entry = {"time": format_iso(int(time.time() * 1000)), "level": record.pop("level", "info"), **record}
         self.stream.write(json.dumps(entry, separators=(",", ":")) + "\n")
         self.stream.flush()
+
+
+def busy_seconds(metrics: BatchMetrics) -> float:
+    """How long a batch kept the job busy: its plan run by the tasks plus the driver's writing and sinks."""
+    return metrics.collect_s + metrics.write_s
 
 
 def _iso(ms: int | None) -> str | None:

@@ -121,6 +121,11 @@ class PostgresAlertStore:
     def __repr__(self) -> str:
         return f"PostgresAlertStore({self.url!r})"
 
+    @property
+    def label(self) -> str:
+        """``postgres:<schema>``: no host or user, which a metrics label would publish."""
+        return f"postgres:{parse_url(self.url, WHAT).schema}"
+
     def _connection(self) -> AbstractContextManager[psycopg.Connection[Any]]:
         return connect(self.url, WHAT)
 

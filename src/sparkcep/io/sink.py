@@ -20,7 +20,14 @@ class BatchWriter(Protocol):
     ``_`` are the run's own records (late, dead letters, rule errors). ``key_fields`` names the fields that key
     each rule's outputs, for the rules in effect now. A writer must be idempotent per ``batch_id``: Spark runs a
     batch again after a crash. Returns how many records it wrote.
+
+    ``label`` is the sink's short, stable name in the summary's ``by_sink`` and the metrics' ``sink`` label
+    (``kafka:cep.``, ``postgres:sparkcep``): the same for every run of a job, without addresses, ids or secrets,
+    so a dashboard's series carry on across restarts. Its ``repr`` stays the full description, for messages.
     """
+
+    @property
+    def label(self) -> str: ...
 
     def wants(self, name: str) -> bool:
         """Whether this sink takes the output called ``name`` (it receives only those)."""

@@ -6,23 +6,38 @@ figures. Counters are sums over every batch of the checkpoint: they restart from
 which Prometheus' ``rate()`` takes as a counter reset. A scrape reads only the batch files written since the
 previous one: the older batches are kept as running totals, the newest few (which a restarted job may rewrite)
 one by one.
+
+Every sample carries the label ``sparkcep_job`` (:data:`JOB_LABEL`): which job it is, so that the series of several
+jobs scraped into one Prometheus stay apart. Its value is the checkpoint's directory name and a short hash of the
+checkpoint's whole path or URI (:func:`job_label`): the checkpoint is the job's identity (its state, its Kafka sink
+id and consumer group derive from it too), it stays the same over restarts, and the console and the job's own
+endpoint over the same checkpoint give the same value. It is not called ``job``: Prometheus gives every target a
+``job`` label of its own (the scrape config's job name), and renames a ``job`` an exporter sets to
+``exported_job`` unless the scrape sets ``honor_labels: true``. ``sparkcep_job_info`` maps the label back to the
+checkpoint; ``sparkcep_build_info`` says which sparkcep, Python and PySpark serve the figures.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import platform
 import threading
 import time
 from collections.abc import Callable, Iterator
+from functools import cache
+from importlib import metadata
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from sparkcep.io.storage import Location, location
 from sparkcep.metrics_files import RUNNING_STATES, BatchFiles, JobStatus, metrics_dir_of, read_json, read_status
+from sparkcep.redaction import redact
 
 from .figures import DURATION_BUCKETS, BatchFigures, Totals
 
+JOB_LABEL = "sparkcep_job"
 # What the job writes, "lost" (it says it runs but its heartbeat stopped), "unknown" (no status file).
 JOB_STATES = ("starting", "running", "stopped", "failed", "lost", "unknown")
 
@@ -69,8 +84,15 @@ class CheckpointCollector:
     Safe to call from several threads.
     """
 
-    def __init__(self, checkpoint: str | os.PathLike[str] | Location, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        checkpoint: str | os.PathLike[str] | Location,
+        clock: Callable[[], float] = time.time,
+        job: str | None = None,
+    ) -> None:
+        """``job``: the value of every sample's :data:`JOB_LABEL` (default: :func:`job_label` of the checkpoint)."""
         self.checkpoint = location(checkpoint)
+        self.job = job if job is not None else job_label(self.checkpoint)
         self._clock = clock  # wall time in seconds: a heartbeat older than a minute means a lost job
         self._lock = threading.Lock()
         self._start_over()
@@ -129,12 +151,60 @@ class CheckpointCollector:
             status = read_status(self.checkpoint)
         except OSError:
             status, readable = None, False
-        yield GaugeMetricFamily(
-            "sparkcep_checkpoint_readable",
-            "1 when this scrape could read the checkpoint's files, else 0 (the other figures are the last read).",
-            readable,
-        )
-        yield from families(totals, status, int(self._clock() * 1000))
+        found: list[Metric] = [
+            GaugeMetricFamily(
+                "sparkcep_checkpoint_readable",
+                "1 when this scrape could read the checkpoint's files, else 0 (the other figures are the last read).",
+                readable,
+            ),
+            *families(totals, status, int(self._clock() * 1000)),
+            *_info(self.checkpoint),
+        ]
+        for family in found:
+            yield labelled_with(family, JOB_LABEL, self.job)
+
+
+def job_label(checkpoint: str | os.PathLike[str] | Location) -> str:
+    """``<checkpoint directory name>-<8 hex digits>``: readable, and two jobs whose checkpoints share a name
+    (``.../orders/ck`` and ``.../payments/ck``) still differ. The same checkpoint always gives the same value; a
+    checkpoint moved elsewhere gives a new one (a new series, as its counters would suggest anyway)."""
+    place = location(checkpoint)
+    digest = hashlib.sha256(str(place).rstrip("/").encode()).hexdigest()[:8]
+    return f"{place.name or 'checkpoint'}-{digest}"
+
+
+def labelled_with(family: Metric, name: str, value: str) -> Metric:
+    """``family`` with the label ``name`` = ``value`` on every sample (prometheus_client's families take their
+    label names when made; the job's label is the same for all, so it is added here rather than in each)."""
+    family.samples = [sample._replace(labels={**sample.labels, name: value}) for sample in family.samples]
+    return family
+
+
+@cache
+def build_versions() -> tuple[str, str, str]:
+    """(sparkcep, Python, PySpark) versions; PySpark's read from its package metadata, without importing it."""
+    from sparkcep import __version__
+
+    try:
+        pyspark = metadata.version("pyspark")
+    except metadata.PackageNotFoundError:
+        pyspark = "none"
+    return __version__, platform.python_version(), pyspark
+
+
+def _info(checkpoint: Location) -> list[Metric]:
+    version, python, pyspark = build_versions()
+    build = GaugeMetricFamily(
+        "sparkcep_build_info",
+        "Always 1: the versions of what serves these figures.",
+        labels=["version", "python", "pyspark"],
+    )
+    build.add_metric([version, python, pyspark], 1)
+    job = GaugeMetricFamily(
+        "sparkcep_job_info", f"Always 1: the checkpoint a {JOB_LABEL} label stands for.", labels=["checkpoint"]
+    )
+    job.add_metric([redact(str(checkpoint))], 1)  # a URI's user:password never goes out
+    return [build, job]
 
 
 def families(totals: Totals, status: JobStatus | None, now_ms: int) -> list[Metric]:

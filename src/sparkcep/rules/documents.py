@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkcep.errors import RuleError
+from sparkcep.rules.messages import json_syntax_error
 
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024  # a rule log of tens of thousands of versions fits
 MAX_NESTING = 64  # a pattern with groups needs a dozen levels; Python's decoder recurses per level
@@ -49,7 +50,7 @@ def parse_document(data: str | bytes, source: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise RuleError("<file>", source, "valid JSON", f"{exc.msg} at line {exc.lineno}") from None
+        raise json_syntax_error(exc, source) from None
 
 
 def _nesting(text: str) -> int:

@@ -12,12 +12,13 @@ came needs words of its own (an expression's type), raise :func:`refused`, which
 from __future__ import annotations
 
 import difflib
+import json
 from typing import Any, Final
 
 from pydantic import BaseModel
 from pydantic_core import ErrorDetails, PydanticCustomError
 
-from sparkcep.errors import Verbatim
+from sparkcep.errors import RuleError, Verbatim
 
 _REFUSED: Final = "sparkcep_refused"  # the error type of refused()
 _GOT_LENGTH: Final = 120  # what came is cut to this many characters (a whole rule can come)
@@ -141,3 +142,46 @@ def model_at(model: type[BaseModel] | None, loc: tuple[Any, ...]) -> type[BaseMo
         annotation = info.annotation if info is not None else None
         current = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
     return current
+
+
+# -- JSON syntax ---------------------------------------------------------------------------------------------
+
+# The decoder's complaint -> what the reader should have written there (and the usual reason it is missing).
+_JSON_EXPECTED: Final = (
+    ("Expecting ',' delimiter", "',' between two items, or the closing bracket"),
+    ("Expecting ':' delimiter", "':' after the field name"),
+    ("Expecting property name enclosed in double quotes", "a field name in double quotes (JSON allows no comma "
+     "after the last field, and no single quotes)"),
+    ("Expecting value", "a value (JSON allows no comma after the last item, no comments, no single quotes)"),
+    ("Extra data", "the end of the file after the top-level object"),
+    ("Unterminated string starting at", "the closing '\"' of the text that starts here"),
+    ("Invalid control character at", "no line break or tab inside a text (write \\n or \\t)"),
+    ("Invalid \\escape", "an escape JSON knows (\\\\, \\\", \\n, \\t, \\uXXXX)"),
+    ("Invalid \\uXXXX escape", "four hexadecimal digits after \\u"),
+)  # fmt: skip
+_EXCERPT: Final = 24  # characters of the faulty line shown from the error on
+
+
+def json_syntax_error(error: json.JSONDecodeError, source: str) -> RuleError:
+    """A rule file that is not JSON, in sparkcep's words: the file, line and column, what belonged there and what
+    came instead, and a fix line. A :class:`RuleError` (callers catch those) whose message replaces the per-field
+    one: there is no rule and no field yet, only a place in a file."""
+    expected = next((words for start, words in _JSON_EXPECTED if error.msg.startswith(start)), "valid JSON")
+    rest = error.doc[error.pos :].split("\n", 1)[0]
+    got = "the end of the file" if error.pos >= len(error.doc.rstrip()) else repr(rest[:_EXCERPT].rstrip())
+    if len(rest) > _EXCERPT and got != "the end of the file":
+        got = got[:-1] + "...'"
+    place = f"{source}, line {error.lineno}, column {error.colno}"
+    refusal = RuleError("<file>", place, expected, Verbatim(got))
+    if source.startswith("<"):  # a document given inline (a command argument, a request body): no file to check
+        refusal.args = (
+            f"rule document {place}: expected {expected}, got {got}\n"
+            f"Fix: correct the JSON at line {error.lineno}, column {error.colno}",
+        )
+        return refusal
+    refusal.args = (
+        f"rule file {place}: expected {expected}, got {got}\n"
+        f"Fix: correct the file at line {error.lineno}, column {error.colno}, then check it with "
+        f"'sparkcep rules validate {source}' (it starts no Spark)",
+    )
+    return refusal

@@ -42,7 +42,7 @@ from sparkcep.rules.base import Frozen, RuleVersion
 from sparkcep.rules.completion import CompletionRule
 from sparkcep.rules.documents import read_document_file
 from sparkcep.rules.inactivity import InactivityRule
-from sparkcep.rules.messages import field_path, model_at, problem, shown
+from sparkcep.rules.messages import field_path, json_syntax_error, model_at, problem, shown
 from sparkcep.rules.registry import find_rule_type, rule_type_of, rule_types, when_changed
 
 __all__ = [  # the rule models moved to a module per type; importing them from here still works
@@ -248,8 +248,16 @@ def parse_rules(raw: Any) -> RuleSet:
 
 
 def load_rules(path: str | Path) -> RuleSet:
-    """Read and validate a JSON rule file."""
-    return parse_rules(read_document_file(path))
+    """Read and validate a JSON rule file; a file that is not JSON is named with its line and column."""
+    try:
+        document = read_document_file(path)
+    except RuleError as exc:
+        # The reader words a syntax error as a field of a rule; its decoder error (kept as the context of its
+        # ``raise ... from None``) has the place in the file, which says it in sparkcep's words.
+        if isinstance(exc.__context__, json.JSONDecodeError):
+            raise json_syntax_error(exc.__context__, str(path)) from None
+        raise
+    return parse_rules(document)
 
 
 when_changed(lambda: RuleSet.model_rebuild(force=True))

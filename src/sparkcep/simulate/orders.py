@@ -140,8 +140,16 @@ def _in_time_delay(rng: random.Random) -> int:
             return delay
 
 
-def _order_stream(rng: random.Random, events: int, start_ms: int, incomplete_share: float, mean_gap_ms: int) -> Stream:
-    """Exactly ``events`` order events in event-time order.
+def _order_stream(
+    rng: random.Random,
+    events: int,
+    start_ms: int,
+    incomplete_share: float,
+    mean_gap_ms: int,
+    first_order: int = FIRST_ORDER_NUMBER,
+) -> Stream:
+    """Exactly ``events`` order events in event-time order, orders numbered from ``first_order`` (a live
+    simulation's next segment goes on from the last number, see :mod:`sparkcep.simulate.live`).
 
     Orders are created in time order and their shipments queue in a heap until their time comes,
     the way a real system would emit them; the cut after ``events`` leaves recent orders open.
@@ -177,7 +185,7 @@ def _order_stream(rng: random.Random, events: int, start_ms: int, incomplete_sha
             continue
 
         time = next_order_ms
-        order_number = FIRST_ORDER_NUMBER + created
+        order_number = first_order + created
         parcels = rng.randint(1, MAX_PARCELS)
         planted = bool(incomplete_share) and rand() < incomplete_share
         if planted:

@@ -198,8 +198,10 @@ def _transaction_stream(
     start_ms: int,
     mean_gap_ms: int,
     fraud_share: float,
+    first_id: int = 1,
 ) -> Stream:
-    """Exactly ``events`` transactions in event-time order, numbered 1, 2, ... in that order.
+    """Exactly ``events`` transactions in event-time order, numbered ``first_id``, ``first_id + 1``, ... in that
+    order (a live simulation's next segment goes on from the last id, see :mod:`sparkcep.simulate.live`).
 
     Burst payments after the first wait in a heap until their time comes, interleaved with ordinary
     traffic the way a real ledger would record them.
@@ -252,7 +254,7 @@ def _transaction_stream(
         seen[pair] = 1
         counts[payment_type] += 1
         lines.append(
-            f'{{"transactionId":{len(lines) + 1},"eventTime":{time},{pair_texts[pair]},'
+            f'{{"transactionId":{first_id + len(lines)},"eventTime":{time},{pair_texts[pair]},'
             f'"paymentAmount":{_amount_text(cents)},"paymentType":"{payment_type}"}}'
         )
         times.append(time)

@@ -18,12 +18,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from sparkcep.failures import redact
 from sparkcep.io.files import METRICS_NAME, FileSink
 from sparkcep.io.lag import SourceLag
 from sparkcep.io.sink import BatchWriter
 from sparkcep.io.storage import Location
 from sparkcep.outputs import ERRORS_DIR, LATE_DIR, BatchMetrics, Outputs
+from sparkcep.redaction import redact
 from sparkcep.timeutil import parse_event_time
 
 if TYPE_CHECKING:
@@ -100,8 +100,10 @@ class BatchCollector:
 
 
 def sink_name(writer: BatchWriter) -> str:
-    """A sink as the summary names it: its own description, without a password a URL may carry."""
-    return redact(repr(writer))
+    """A sink as the summary's ``by_sink`` and the metrics' ``sink`` label name it: its ``label``. A writer made
+    before sinks had labels (an extension's) is named by its description, without a password a URL may carry."""
+    label = getattr(writer, "label", None)
+    return label if isinstance(label, str) and label else redact(repr(writer))
 
 
 def _read_outputs(published: dict[str, list[Location]]) -> Outputs:

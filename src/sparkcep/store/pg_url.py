@@ -95,4 +95,14 @@ def connect(url: str, what: str) -> Iterator[psycopg.Connection[Any]]:
         with psycopg.connect(conninfo, connect_timeout=CONNECT_TIMEOUT_S) as conn:
             yield conn
     except psycopg.Error as exc:
-        raise StoreError(f"{what} {url}: {type(exc).__name__}: {exc}".strip()) from exc
+        raise StoreError(driver_error_text(what, url, exc, f"{CONNECT_TIMEOUT_S}s")) from exc
+
+
+def driver_error_text(what: str, url: str, exc: Exception, wait: str) -> str:
+    """The text of a StoreError around a driver error: ``what``, the URL and the driver's words, which
+    :mod:`sparkcep.failures` reads to tell a refused login, an unreachable server and a timeout apart. psycopg's
+    own timeout names no server and no wait ("connection timeout expired"): ``wait`` says how long it was."""
+    import psycopg
+
+    waited = f"no answer within {wait}: " if isinstance(exc, psycopg.errors.ConnectionTimeout) else ""
+    return f"{what} {url}: {waited}{type(exc).__name__}: {exc}".strip()

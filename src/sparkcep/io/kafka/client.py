@@ -7,8 +7,9 @@ environment variable ``NAME`` where the client is created (driver or executor), 
 
 from __future__ import annotations
 
+import difflib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sparkcep.errors import SparkcepError
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 ENV_PREFIX = "env:"
 SECRET_WORDS = ("password", "secret", "token", "key")
 _TIMEOUT_S = 10.0
+SHOWN_TOPICS = 8  # a cluster may hold thousands of topics: the closest names are the ones a typo meant
 
 
 class KafkaError(SparkcepError):
@@ -67,9 +69,25 @@ def list_partitions(client: Consumer, topics: list[str]) -> list[tuple[str, int]
     for topic in topics:
         info = metadata.topics.get(topic)
         if info is None or info.error is not None:
-            raise KafkaError(f"Kafka topic {topic!r} does not exist ({info.error if info else 'not listed'})")
+            raise KafkaError(f"Kafka topic {topic!r} does not exist; {topics_there(topic, metadata.topics)}")
         found.extend((topic, partition) for partition in sorted(info.partitions))
     return found
+
+
+def topics_there(missing: str, existing: Iterable[str], shown: int = SHOWN_TOPICS) -> str:
+    """The topics a cluster has, for a message about a ``missing`` one: the closest names first (the one a typo
+    meant leads), at most ``shown`` of them, then how many more; the broker's internal topics (``__...``) left out."""
+    names = [name for name in existing if not name.startswith("__")]
+    if not names:
+        return "the cluster has no topics"
+
+    def closeness(name: str) -> tuple[float, str]:
+        return (-difflib.SequenceMatcher(None, missing.lower(), name.lower()).ratio(), name)
+
+    ranked = sorted(names, key=closeness)
+    listed = ", ".join(repr(name) for name in ranked[:shown])
+    more = f" and {len(ranked) - shown} more" if len(ranked) > shown else ""
+    return f"topics there, closest first: {listed}{more}"
 
 
 def watermarks(client: Consumer, topic: str, partition: int) -> tuple[int, int]:

@@ -122,6 +122,12 @@ class KafkaBatchWriter:
     def __repr__(self) -> str:
         return f"KafkaBatchWriter({self.bootstrap!r}, {self.sink_id!r})"
 
+    @property
+    def label(self) -> str:
+        """``kafka:<topic prefix>`` (``kafka`` without one): what names the topics, not the brokers' address or
+        the sink id (a hash of the checkpoint path), which say nothing on a dashboard."""
+        return f"kafka:{self.topic_prefix}" if self.topic_prefix else "kafka"
+
     def write_batch(self, batch_id: int, outputs: Outputs, key_fields: KeyFields | None = None) -> int:
         producer = self._start()
         assert self._last_committed is not None

@@ -1,0 +1,108 @@
+"""The rows :func:`sparkcep.api.detect` returns: one schema for every kind of record the engine produces.
+
+The stateful processor (and the batch evaluator) emit rows of ``kind, name, time, payload``
+(:data:`sparkcep.spark.processor.OUTPUT_SCHEMA`), which the command line splits into its sink directories. A
+library user gets them as one frame with typed columns instead, so that a streaming query runs the engine once
+and the user splits it where they write it. Both the streaming and the batch plan convert through
+:func:`detection_batch`, so their rows are identical for identical records.
+
+Needs pyarrow and orjson only: it runs in Python workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import orjson
+import pyarrow as pa
+
+from sparkcep.outputs import KIND_DEAD, KIND_ERROR, KIND_LATE, KIND_METRIC, KIND_OUTPUT, key_text
+from sparkcep.timeutil import read_event_time
+
+# The ``kind`` column's values (the command line's directories: OUTPUT/<event_type>/, _late/, _deadletter/, _errors/).
+OUTPUT = "output"
+LATE = "late"
+DEAD_LETTER = "dead_letter"
+ERROR = "error"
+# A bucket's metrics of a micro-batch (the command line's _metrics record): only in a detection fed by a rule store,
+# whose foreachBatch wrapper reads the event times they carry to time new rule versions, and drops them.
+METRIC = "metric"
+KINDS = {KIND_OUTPUT: OUTPUT, KIND_LATE: LATE, KIND_DEAD: DEAD_LETTER, KIND_ERROR: ERROR}
+
+DETECTION_SCHEMA = pa.schema(
+    [
+        ("kind", pa.string()),  # output | late | dead_letter | error
+        ("rule_id", pa.string()),  # the rule that produced or failed (null when no single rule is to blame)
+        ("event_type", pa.string()),  # a complex event's type (outputs only)
+        ("key", pa.string()),  # the correlation key as text, "order_number=o1" (outputs, late events, errors)
+        # occurred_at of an output, a late or failing event's time: epoch ms here, a timestamp once in Spark
+        # (sparkcep.api makes it one: an Arrow timestamp must carry the session's time zone to be accepted).
+        ("event_time_ms", pa.int64()),
+        ("event_id", pa.string()),  # a complex event's id (deterministic: a re-run gives the same ids)
+        ("reason", pa.string()),  # why a line is a dead letter, "late", or a rule's error
+        ("record", pa.string()),  # the whole record as JSON, as the command line writes it
+    ]
+)
+DETECTION_DDL = (
+    "kind string, rule_id string, event_type string, key string, event_time_ms long, event_id string, "
+    "reason string, record string"
+)
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def detection_row(
+    kind: str, payload: str, key_fields: Mapping[str, tuple[str, ...]], metrics: bool = False
+) -> tuple[Any, ...] | None:
+    """One result row of a processor row (None for a metrics row unless ``metrics``: those are bookkeeping)."""
+    shown = KINDS.get(kind)
+    if shown is None:
+        return (METRIC, None, None, None, None, None, None, payload) if metrics and kind == KIND_METRIC else None
+    record: dict[str, Any] = orjson.loads(payload)
+    if shown == OUTPUT:
+        return (shown, _text(record.get("rule_id")), _text(record.get("event_type")), key_text(record, key_fields),
+                read_event_time(record.get("occurred_at")), _text(record.get("event_id")), None, payload)  # fmt: skip
+    if shown == LATE:
+        key = record.get("key")
+        shown_key = ",".join(f"{k}={v}" for k, v in key.items()) if isinstance(key, dict) else None
+        return (shown, None, None, shown_key, read_event_time(record.get("event_time")), None, "late", payload)
+    if shown == DEAD_LETTER:
+        return (shown, None, None, None, None, None, _text(record.get("reason")), payload)
+    return (shown, _text(record.get("rule_id")), None, _text(record.get("key")),
+            read_event_time(record.get("event_time")), None, _text(record.get("error")), payload)  # fmt: skip
+
+
+def detection_batch(
+    kinds: Sequence[str], payloads: Sequence[str], key_fields: Mapping[str, tuple[str, ...]], metrics: bool = False
+) -> pa.RecordBatch:
+    """The result rows of processor rows, as one Arrow batch of :data:`DETECTION_SCHEMA`."""
+    rows = [
+        row
+        for kind, payload in zip(kinds, payloads, strict=True)
+        if (row := detection_row(kind, payload, key_fields, metrics))
+    ]
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in DETECTION_SCHEMA]
+    return pa.RecordBatch.from_arrays(
+        [pa.array(list(values), type=f.type) for values, f in zip(columns, DETECTION_SCHEMA, strict=True)],
+        schema=DETECTION_SCHEMA,
+    )
+
+
+def detection_rows(
+    key_fields_json: str, metrics: bool = False
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function after the streaming processor: its rows in, result rows out (``metrics``: the
+    metrics rows too, see :data:`METRIC`)."""
+
+    def convert(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        fields = {rule: tuple(names) for rule, names in orjson.loads(key_fields_json).items()}
+        for batch in batches:
+            kinds, payloads = batch.column("kind").to_pylist(), batch.column("payload").to_pylist()
+            converted = detection_batch(kinds, payloads, fields, metrics)
+            if converted.num_rows:
+                yield converted
+
+    return convert
