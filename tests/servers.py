@@ -31,21 +31,29 @@ def postgres_binaries() -> Path | None:
 
 
 @contextmanager
-def postgres_server() -> Iterator[str]:
-    """A fresh PostgreSQL server; yields the URL of its ``postgres`` database (user postgres, trust auth)."""
+def postgres_server(password: str | None = None) -> Iterator[str]:
+    """A fresh PostgreSQL server; yields the URL of its ``postgres`` database (user postgres). Without ``password``
+    it trusts every client; with one, TCP clients must log in with it (scram-sha-256), so a wrong password fails."""
     binaries = postgres_binaries()
     if binaries is None:
         raise RuntimeError("PostgreSQL server binaries not found (scripts/setup installs them with apt-get as root)")
     base = Path(tempfile.mkdtemp(prefix="sparkcep-pg-"))
     data, port = base / "data", free_port()
+    auth = ["--auth=trust"]
+    if password is not None:
+        password_file = base / "password"
+        password_file.write_text(password + "\n")
+        auth = ["--auth-local=trust", "--auth-host=scram-sha-256", f"--pwfile={password_file}"]
     as_user: list[str] = []
     if os.geteuid() == 0:  # initdb refuses to run as root
+        for owned in base.iterdir():
+            shutil.chown(owned, "postgres")
         shutil.chown(base, "postgres")
         # runuser lives in /usr/sbin, which a non-login shell's PATH may lack.
         runuser = shutil.which("runuser", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin") or "runuser"
         as_user = [runuser, "-u", "postgres", "--"]
     try:
-        subprocess.run([*as_user, str(binaries / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
+        subprocess.run([*as_user, str(binaries / "initdb"), "-D", str(data), "-U", "postgres", *auth,
                         "-E", "UTF8", "--no-sync"], check=True, capture_output=True)  # fmt: skip
         options = f"-c listen_addresses=127.0.0.1 -p {port} -k {base} -c fsync=off"
         subprocess.run([*as_user, str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-w", "-l",

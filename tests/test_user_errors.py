@@ -250,41 +250,22 @@ def test_an_unreachable_postgresql_server_is_named_before_spark(tmp_path: Path, 
     nothing_created(tmp_path)
 
 
+PG_PASSWORD = "right-horse-battery"  # noqa: S105  # a test server's
+
+
 @pytest.fixture(scope="module")
 def password_postgres() -> Iterator[str]:
-    """URL (without password) of a PostgreSQL server that asks TCP clients for a password: user postgres, password
-    :data:`PG_PASSWORD` (the session's test server trusts everyone, so a wrong password would pass there)."""
-    import tempfile
+    """URL (without password or database) of a PostgreSQL server that asks TCP clients for a password: user
+    postgres, password :data:`PG_PASSWORD` (the session's test server trusts everyone, so a wrong password would
+    pass there)."""
+    from servers import postgres_binaries, postgres_server
 
-    from servers import free_port, postgres_binaries
-
-    binaries = postgres_binaries()
-    if binaries is None:
+    if postgres_binaries() is None:
         pytest.skip("PostgreSQL server binaries are not installed")
-    base = Path(tempfile.mkdtemp(prefix="sparkcep-pgpw-"))
-    data, port, password_file = base / "data", free_port(), base / "password"
-    password_file.write_text(PG_PASSWORD + "\n")
-    as_user: list[str] = []
-    if os.geteuid() == 0:  # initdb refuses root
-        shutil.chown(base, "postgres")
-        shutil.chown(password_file, "postgres")
-        runuser = shutil.which("runuser", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin") or "runuser"
-        as_user = [runuser, "-u", "postgres", "--"]
-    try:
-        subprocess.run([*as_user, str(binaries / "initdb"), "-D", str(data), "-U", "postgres", "--auth-local=trust",
-                        "--auth-host=scram-sha-256", f"--pwfile={password_file}", "--no-sync"],
-                       check=True, capture_output=True)  # fmt: skip
-        options = f"-c listen_addresses=127.0.0.1 -p {port} -k {base} -c fsync=off"
-        subprocess.run([*as_user, str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-w", "-l",
-                        str(base / "log"), "start"], check=True, capture_output=True)  # fmt: skip
-        yield f"postgresql://postgres@127.0.0.1:{port}"
-    finally:
-        subprocess.run([*as_user, str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
-                       check=False, capture_output=True)  # fmt: skip
-        shutil.rmtree(base, ignore_errors=True)
+    with postgres_server(password=PG_PASSWORD) as url:
+        yield url.removesuffix("/postgres")
 
 
-PG_PASSWORD = "right-horse-battery"  # noqa: S105  # a test server's
 
 
 @pytest.mark.parametrize(
