@@ -265,6 +265,8 @@ def test_hard_kill_and_restart_loses_nothing_and_duplicates_nothing(tmp_path: Pa
         "--state-page-keys",  # many small pages: each batch reads and writes only some of them
         "4",
         "--no-aligned-backfill",  # a file per batch (aligned, a few large batches end the run before the kill)
+        "--max-files-per-trigger",
+        "1",
     ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     first = subprocess.Popen(
