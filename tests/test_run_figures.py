@@ -273,6 +273,26 @@ def test_the_rate_is_over_busy_time_and_an_idle_spell_neither_repeats_nor_dilute
     progress.end({})
 
 
+def test_before_any_batch_and_when_nothing_is_left_the_line_says_so_in_words() -> None:
+    """A caught-up restart runs no micro-batch until input comes: the line says the job waits for one instead of
+    staying blank; a batch that leaves nothing to read says "caught up"."""
+    out = Terminal()
+    progress = RunProgress("text", stream=out)
+    progress.start("run", None)
+    started = progress.started
+    progress.tick(started + 1)
+    line = out.getvalue().split("\r\x1b[2K")[-1]
+    assert line.startswith("started 1s ago | waiting for the first micro-batch")
+    done = metrics_of(0, started + 2)
+    done.source_lag = [{"source": "files", "part": "/in", "records_behind": 0, "event_time_behind_ms": 0}]
+    progress.batch(done)
+    line = out.getvalue().split("\r\x1b[2K")[-1]
+    assert line.startswith("batch 0 | ") and "| caught up |" in line and "behind" not in line
+    progress.batch(metrics_of(1, started + 3))  # LAG: 1,234 records to read
+    assert "behind 1,234 rec" in out.getvalue().split("\r\x1b[2K")[-1]
+    progress.end({})
+
+
 def test_json_batches_without_input_have_no_rate_and_the_ticker_stops() -> None:
     out = Terminal()
     progress = RunProgress("json", stream=out)

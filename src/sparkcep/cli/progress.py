@@ -118,9 +118,15 @@ class RunProgress:
         """Bring the live line up to date without a batch: once no input came for :data:`IDLE_AFTER_S` it says
         so, with the time since the last batch of input, in place of the rate it showed."""
         with self._lock:
-            if not self.live or self._last is None:
+            if not self.live:
                 return
             idle = (time.time() if now is None else now) - self._last_input
+            if self._last is None:
+                # No micro-batch yet: the query is planning its first, or (a caught-up restart) the source has
+                # nothing new, so Spark plans none. Say so from the first tick instead of staying silent.
+                self._show(f"started {shown_lag_time(int(idle * 1000))} ago | waiting for the first micro-batch "
+                           "(none runs until the source has input)")  # fmt: skip
+                return
             if idle >= IDLE_AFTER_S:
                 metrics, records_behind, time_behind = self._last
                 self._show(self.line(metrics, None, records_behind, time_behind, idle_s=idle))
@@ -190,7 +196,8 @@ class RunProgress:
             behind = [] if records_behind is None else [f"{records_behind:,} rec"]
             if time_behind is not None:
                 behind.append(shown_lag_time(time_behind))
-            parts.append("behind " + " / ".join(behind))
+            # Nothing left to read: say it in words, the state an operator looks for.
+            parts.append("caught up" if records_behind == 0 else "behind " + " / ".join(behind))
         parts.append(f"outputs {sum(metrics.by_type.values()):,}")
         if metrics.late or metrics.dead:
             parts.append(f"late {metrics.late:,} dead {metrics.dead:,}")
