@@ -34,6 +34,7 @@ class WholeBucketProcessor(EngineProcessor):
         safe_bound: int = NO_WATERMARK,
         origins: dict[str, str] | None = None,
         read_time: int | None = None,
+        times: list[int | None] | None = None,
     ) -> Any:
         spark_watermark = timer_values.getCurrentWatermarkInMs()
         watermark = spark_watermark if spark_watermark > 0 else NO_WATERMARK
@@ -42,7 +43,7 @@ class WholeBucketProcessor(EngineProcessor):
         if fired is not None and state.registered_timer == fired:
             state.registered_timer = None
         engine = _engine_for(self._rules_json)
-        result = engine.process(state, pairs, watermark, safe_bound, origins)
+        result = engine.process(state, pairs, watermark, safe_bound, origins, times)
         wake = state.next_wakeup()
         if wake != state.registered_timer:
             if state.registered_timer is not None:

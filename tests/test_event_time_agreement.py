@@ -105,6 +105,7 @@ def _lines_of_one_line_each(spark: SparkSession, directory: Path, routing: Routi
     def collect(frame: DataFrame, _batch: int) -> None:
         for row in frame.collect():
             assert len(row["lines"]) == 1
+            assert row["times"] == [row["ts_ms"]]  # the time shipped for the engine is the watermark's
             rows.append((row["lines"][0], row["ts_ms"]))
 
     stream.writeStream.foreachBatch(collect).trigger(availableNow=True).start().awaitTermination()
@@ -128,15 +129,17 @@ def test_routing_at_the_source_and_the_engine_read_every_time_alike(spark: Spark
 
 def test_routing_and_the_engine_read_every_time_alike() -> None:
     """The same corpus without Spark: the router's time is the engine's (a line the engine decodes as an event
-    has the time routing gave the watermark)."""
+    has the time routing gave the watermark), and decoding with the time routing shipped gives what decoding
+    alone gives, event and refusals."""
     program = Program(parse_rules(RULES))
     router = Router(program.routing(buckets=4))
     for line in _lines(HAND_PICKED + _generated(11, 3000)):
         _text, ms, routes = router.read(line, None)
         assert ms == _python_reading(line), line
         for keyset, _key in routes:
-            event = program.decode(line, keyset).event
-            assert event is None or event[0] == ms, line
+            decoded = program.decode(line, keyset)
+            assert decoded.event is None or decoded.event[0] == ms, line
+            assert program.decode(line, keyset, ms) == decoded, line
 
 
 @settings(max_examples=300, derandomize=True)

@@ -139,21 +139,27 @@ def _routed(rows: list[tuple[int, int, str, int | None, str | None]]) -> Routed:
     """Routing's result for rows of (bucket number, keyset, line, time, origin), in that order per bucket."""
     routed = Routed({}, {})
     for bucket, keyset, line, ts, origin in rows:
-        routed.rows.setdefault(bucket, []).append((keyset, line, origin))
+        routed.rows.setdefault(bucket, []).append((keyset, line, origin, ts))
         if ts is not None:
             routed.max_time[bucket] = max(ts, routed.max_time.get(bucket, ts))
     return routed
 
 
-def _unpacked(batch: pa.RecordBatch) -> dict[int, tuple[list[tuple[int, str]], dict[str, str], int | None]]:
-    """Per grouping key, what the processor gets: its (keyset, line) pairs, origins and largest time."""
+Unpacked = dict[int, tuple[list[tuple[int, str]], dict[str, str], int | None, list[int | None]]]
+
+
+def _unpacked(batch: pa.RecordBatch) -> Unpacked:
+    """Per grouping key, what the processor gets: its (keyset, line) pairs, origins, largest time and the lines'
+    times (pandas as PySpark converts it: a list of times with a null in it becomes floats with NaN)."""
     frame = batch.to_pandas()
-    out: dict[int, tuple[list[tuple[int, str]], dict[str, str], int | None]] = {}
+    out: Unpacked = {}
     for bucket in frame["bucket"].unique().tolist():
         pairs: list[tuple[int, str]] = []
         origins: dict[str, str] = {}
-        largest = unpack(frame[frame["bucket"] == bucket], pairs, origins)
-        out[int(bucket)] = (pairs, origins, largest)
+        times: list[int | None] = []
+        largest = unpack(frame[frame["bucket"] == bucket], pairs, origins, times)
+        assert all(time is None or type(time) is int for time in times)
+        out[int(bucket)] = (pairs, origins, largest, times)
     return out
 
 
@@ -175,16 +181,18 @@ def test_packing_gives_one_row_per_bucket_with_its_lines_in_order_and_its_larges
     assert packed.column("keysets").to_pylist() == [[0, -1], [0], [0, 1, 0]]
     assert packed.column("ts_ms").to_pylist() == [50, None, 120]
     assert packed.column("origins").to_pylist() == [None, None, None]  # files: no origin, one null per bucket
+    assert packed.column("times").to_pylist() == [[None, 50], [None], [100, 90, 120]]
     unpacked = _unpacked(packed)
-    assert unpacked[103] == ([(0, "a"), (1, "c"), (0, "e")], {}, 120)
-    assert unpacked[102] == ([(0, "f")], {}, None)
+    assert unpacked[103] == ([(0, "a"), (1, "c"), (0, "e")], {}, 120, [100, 90, 120])
+    assert unpacked[102] == ([(0, "f")], {}, None, [None])
+    assert unpacked[101] == ([(0, "b"), (-1, "d")], {}, 50, [None, 50])
 
 
 def test_origins_travel_with_their_lines() -> None:
     origin = json.dumps({"topic": "t", "partition": 0, "offset": 7})
     unpacked = _unpacked(pack(_routed([(0, 0, "x", 5, origin), (0, 0, "y", 6, None), (1, 0, "z", 7, "o2")]), SPEC))
-    assert unpacked[100] == ([(0, "x"), (0, "y")], {"x": origin}, 6)
-    assert unpacked[101] == ([(0, "z")], {"z": "o2"}, 7)
+    assert unpacked[100] == ([(0, "x"), (0, "y")], {"x": origin}, 6, [5, 6])
+    assert unpacked[101] == ([(0, "z")], {"z": "o2"}, 7, [7])
 
 
 def test_blank_lines_travel_as_empty_skipped_rows() -> None:
@@ -193,7 +201,7 @@ def test_blank_lines_travel_as_empty_skipped_rows() -> None:
     rows = [
         pair
         for packed in packed_batches(Router(SPEC), [b"", b"  ", "\u00a0\t", b"\t"], None, None)
-        for pairs, _origins, top in _unpacked(packed).values()
+        for pairs, _origins, _top, _times in _unpacked(packed).values()
         for pair in pairs
     ]
     assert rows == [(BLANK, "")] * 4
@@ -217,25 +225,28 @@ lines_strategy = st.lists(
 def test_routing_and_packing_lose_nothing_and_invent_nothing_however_the_lines_are_batched(
     lines: list[str], pieces: int
 ) -> None:
-    """Every line reaches the processor once per route, in input order per bucket, wherever batches are cut; each
-    packed row's time is the largest its lines give the watermark."""
+    """Every line reaches the processor once per route, in input order per bucket, wherever batches are cut, with
+    the time routing read (the engine does not read it again); each packed row's time is the largest its lines
+    give the watermark."""
     router = Router(SPEC)
     size = math.ceil(len(lines) / pieces) or 1
-    got: dict[int, list[tuple[int, str]]] = {}
+    got: dict[int, list[tuple[int, str, int | None]]] = {}
     largest: dict[int, int] = {}
     for at in range(0, len(lines), size):
         for packed in packed_batches(router, lines[at : at + size], None, None):
-            for bucket, (pairs, _origins, top) in _unpacked(packed).items():
-                got.setdefault(bucket, []).extend(pairs)
+            for bucket, (pairs, _origins, top, line_times) in _unpacked(packed).items():
+                got.setdefault(bucket, []).extend(
+                    (keyset, line, time) for (keyset, line), time in zip(pairs, line_times, strict=True)
+                )
                 if top is not None:
                     largest[bucket] = max(top, largest.get(bucket, top))
-    expected: dict[int, list[tuple[int, str]]] = {}
+    expected: dict[int, list[tuple[int, str, int | None]]] = {}
     times: dict[int, int] = {}
     for line in lines:
         text, time, routes = router.read(line, None)
         for keyset, key in routes:
             bucket = SPEC.grouping_key(router.bucket(keyset, key, text))
-            expected.setdefault(bucket, []).append((keyset, text))
+            expected.setdefault(bucket, []).append((keyset, text, time))
             if time is not None:
                 times[bucket] = max(time, times.get(bucket, time))
     assert got == expected

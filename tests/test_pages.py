@@ -93,7 +93,7 @@ def test_the_index_always_describes_the_stored_pages(
     watermark = NO_WATERMARK
     for batch in batches:
         bucket = open_bucket(blob, store, PageLimits(keys=page_keys, bytes=page_bytes))
-        rows = [(keyset, line) for rows in ROUTER.route(batch).rows.values() for keyset, line, _origin in rows]
+        rows = [(keyset, line) for rows in ROUTER.route(batch).rows.values() for keyset, line, _origin, _time in rows]
         bucket.process(engine, rows, watermark, NO_WATERMARK)
         check_index(bucket, store)
         for meta in bucket.index.pages.values():  # a page over a limit holds one key, which cannot split

@@ -103,8 +103,8 @@ def test_blank_lines_are_not_events_but_travel_to_be_counted(line: str) -> None:
     assert _read(line) == ("", None, [(BLANK, "")])
     routed = _router().route([line, pay()])
     rows = [row for bucket_rows in routed.rows.values() for row in bucket_rows]
-    assert sorted(keyset for keyset, _line, _origin in rows) == [BLANK, 0, 1]
-    assert all(text == "" for keyset, text, _origin in rows if keyset == BLANK)
+    assert sorted(keyset for keyset, _line, _origin, _time in rows) == [BLANK, 0, 1]
+    assert all(text == "" for keyset, text, _origin, _time in rows if keyset == BLANK)
 
 
 def test_an_integer_key_beyond_64_bits_keys_by_its_digits() -> None:
@@ -116,7 +116,7 @@ def test_an_integer_key_beyond_64_bits_keys_by_its_digits() -> None:
 def test_the_bound_on_time_ahead_is_the_batch_clock_plus_the_runs_allowance() -> None:
     router = _router(max_ahead_ms=1000)
     routed = router.route([pay(t=T + 1001), pay(t=T + 999)], None, now_ms=T)
-    keysets = sorted(keyset for rows in routed.rows.values() for keyset, _line, _origin in rows)
+    keysets = sorted(keyset for rows in routed.rows.values() for keyset, _line, _origin, _time in rows)
     assert keysets == [TIME_AHEAD, 0, 1]
     assert max(routed.max_time.values()) == T + 999  # the line ahead moves nothing
 
@@ -125,9 +125,9 @@ def test_a_key_has_one_bucket_and_rows_keep_their_origin() -> None:
     router = _router()
     lines = [pay(id=f"e{n}", amount=n) for n in range(50)]
     routed = router.route(lines, [f"o{n}" for n in range(50)])
-    pair_buckets = {b for b, rows in routed.rows.items() for keyset, _line, _o in rows if keyset == 0}
+    pair_buckets = {b for b, rows in routed.rows.items() for keyset, _line, _o, _t in rows if keyset == 0}
     assert pair_buckets == {router.bucket(0, "a\x1fb", "")}
-    origins = [origin for rows in routed.rows.values() for keyset, _line, origin in rows if keyset == 0]
+    origins = [origin for rows in routed.rows.values() for keyset, _line, origin, _time in rows if keyset == 0]
     assert origins == [f"o{n}" for n in range(50)]
 
 

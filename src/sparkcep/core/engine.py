@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import gc
 import pickle
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -246,6 +246,7 @@ class Engine:
         watermark: int,
         safe_bound: int = NO_WATERMARK,
         origins: Mapping[str, str] | None = None,
+        times: Sequence[int | None] | None = None,
     ) -> BatchResult:
         """Take ``rows`` of ``(keyset, line)`` into ``state`` and advance it.
 
@@ -260,12 +261,21 @@ class Engine:
         # Engine data is acyclic tuples, lists and dicts, freed by reference counting; the cyclic collector
         # would only walk them again and again (it costs about 40 % of the time of a large batch).
         with collector_paused():
-            admitted = self.admit(rows, watermark, origins or None)
+            admitted = self.admit(rows, watermark, origins or None, times)
             self.take(state, admitted, max(watermark, safe_bound))
             return admitted.result
 
-    def admit(self, rows: list[tuple[int, str]], watermark: int, origins: Mapping[str, str] | None) -> Admitted:
+    def admit(
+        self,
+        rows: list[tuple[int, str]],
+        watermark: int,
+        origins: Mapping[str, str] | None,
+        times: Sequence[int | None] | None = None,
+    ) -> Admitted:
         """Decode ``rows``: dead letters and late events go into the result, on-time events come back keyed.
+
+        ``times``: per row, its event time as routing read it with this program's time field (or None), so that
+        decoding does not read it again; None: decoding reads every row's time.
 
         Split from :meth:`take` so that a caller holding state in pages (see sparkcep.core.pages) learns which
         keys a batch touches before it loads any state.
@@ -275,8 +285,9 @@ class Engine:
         decode = self.program.decode
         late_by_rule, dead_by_rule = result.late_by_rule, result.dead_by_rule
         max_time = result.max_event_time
-        for keyset, line in rows:
-            decoded = decode(line, keyset)
+        routed_times = [None] * len(rows) if times is None else times
+        for (keyset, line), routed_time in zip(rows, routed_times, strict=True):
+            decoded = decode(line, keyset, routed_time)
             for rule_index, reason in decoded.dead:
                 result.dead.append((line, reason))
                 rule_id = self.program.rule_id_of(rule_index)

@@ -50,7 +50,10 @@ class LocalRunner:
     def run_batch(self, lines: Iterable[str]) -> BatchResult:
         """One micro-batch: route, process with the current watermark, then move the watermark."""
         routed = self.router().route(list(lines), None, self.horizon)
-        by_bucket = {bucket: [(keyset, line) for keyset, line, _origin in rows] for bucket, rows in routed.rows.items()}
+        by_bucket = {
+            bucket: ([(keyset, line) for keyset, line, _origin, _time in rows], [time for *_row, time in rows])
+            for bucket, rows in routed.rows.items()
+        }
         for top in routed.max_time.values():
             if self._max_seen is None or top > self._max_seen:
                 self._max_seen = top
@@ -105,17 +108,22 @@ class LocalRunner:
         return states
 
     def _process(
-        self, by_bucket: dict[int, list[tuple[int, str]]], watermark: int, bounds: dict[int, int]
+        self,
+        by_bucket: dict[int, tuple[list[tuple[int, str]], list[int | None]]],
+        watermark: int,
+        bounds: dict[int, int],
     ) -> BatchResult:
+        """Every bucket with rows (``(keyset, line)`` pairs and their routed times) or a wake-up due."""
         total = BatchResult()
         for bucket in sorted(set(by_bucket) | set(self.indexes)):
             store = self.stores.setdefault(bucket, DictPageStore())
             paged = open_bucket(self.indexes.get(bucket), store, self.page_limits)
-            rows = by_bucket.get(bucket, [])
+            rows, times = by_bucket.get(bucket, ([], []))
             wake = paged.index.next_wakeup()
             if not rows and (wake is None or wake > watermark):
                 continue  # Spark would neither call the handler nor fire a timer for this bucket
-            result = paged.process(self.engine, rows, watermark, bounds.get(bucket, NO_WATERMARK)).result
+            bound = bounds.get(bucket, NO_WATERMARK)
+            result = paged.process(self.engine, rows, watermark, bound, times=times).result
             total.extend(result)
             if not paged.index.is_empty():
                 self.indexes[bucket] = paged.index.to_bytes()

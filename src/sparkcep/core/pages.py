@@ -239,10 +239,12 @@ class PagedBucket:
         watermark: int,
         safe_bound: int,
         origins: Mapping[str, str] | None = None,
+        times: Sequence[int | None] | None = None,
     ) -> Admitted:
-        """:meth:`Engine.process` over this bucket, reading only the pages the batch touches."""
+        """:meth:`Engine.process` over this bucket, reading only the pages the batch touches (``times``: see
+        :meth:`Engine.admit`)."""
         with collector_paused():
-            admitted = engine.admit(rows, watermark, origins or None)
+            admitted = engine.admit(rows, watermark, origins or None, times)
             upto = max(watermark, safe_bound)
             ready = self._hold_back(admitted.arrivals, upto)
             arriving: dict[Slot, int] = {}  # the page of each key a released event names

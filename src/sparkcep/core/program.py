@@ -133,8 +133,13 @@ class Program:
 
     # -- decoding ---------------------------------------------------------------------------------
 
-    def parse_line(self, line: str) -> tuple[dict[str, Any] | None, int, str, str, str | None]:  # noqa: PLR0911 - one exit per validation step
-        """``(object, time, event type, event id, reason)``; ``reason`` is set when the line is unusable."""
+    def parse_line(  # noqa: PLR0911 - one exit per validation step
+        self, line: str, routed_time: int | None = None
+    ) -> tuple[dict[str, Any] | None, int, str, str, str | None]:
+        """``(object, time, event type, event id, reason)``; ``reason`` is set when the line is unusable.
+
+        ``routed_time``: the line's time as routing read it from this program's time field (the same reading,
+        sparkcep.timeutil.read_event_time), which is then not read again."""
         try:
             obj = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
@@ -143,13 +148,12 @@ class Program:
             return None, 0, "", "", f"expected a JSON object, got {type(obj).__name__}"
         if obj.get(CONTROL_FIELD) is not None or obj.get(BUCKET_FIELD) is not None:
             return None, 0, "", "", _RESERVED_REASON
-        raw_time = obj.get(self.time_field)
-        if raw_time is None and self.time_field not in obj:
-            return None, 0, "", "", f"field {self.time_field!r}: expected event time, got nothing (field missing)"
-        time = read_event_time(raw_time)
-        if time is None:
-            reason = f"field {self.time_field!r}: expected {EXPECTED_EVENT_TIME}, got {describe(raw_time)}"
-            return None, 0, "", "", reason
+        if routed_time is not None:
+            time = routed_time
+        else:
+            time, reason = self._read_time(obj)
+            if reason is not None:
+                return None, 0, "", "", reason
         event_type = "" if self.type_field is None else obj.get(self.type_field)
         if type(event_type) is not str:
             shown = describe(event_type) if self.type_field in obj else "nothing (field missing)"
@@ -168,11 +172,23 @@ class Program:
             return None, 0, "", "", f"field {self.id_field!r}: expected a string or an integer, got {describe(raw_id)}"
         return obj, time, event_type, event_id, None
 
-    def decode(self, line: str, keyset: int) -> Decoded:  # noqa: PLR0911 - one exit per refusal
-        """Read ``line`` as an event of ``keyset``. Every refusal carries a reason naming rule and field."""
+    def _read_time(self, obj: dict[str, Any]) -> tuple[int, str | None]:
+        """The event time of ``obj``, or the reason it has none."""
+        raw_time = obj.get(self.time_field)
+        if raw_time is None and self.time_field not in obj:
+            return 0, f"field {self.time_field!r}: expected event time, got nothing (field missing)"
+        time = read_event_time(raw_time)
+        if time is None:
+            return 0, f"field {self.time_field!r}: expected {EXPECTED_EVENT_TIME}, got {describe(raw_time)}"
+        return time, None
+
+    def decode(self, line: str, keyset: int, routed_time: int | None = None) -> Decoded:  # noqa: PLR0911 - one exit per refusal
+        """Read ``line`` as an event of ``keyset``. Every refusal carries a reason naming rule and field.
+
+        ``routed_time``: see :meth:`parse_line` (ignored for a line routing did not route)."""
         if keyset < 0:
             return self._decode_unrouted(line, keyset)
-        obj, time, event_type, event_id, reason = self.parse_line(line)
+        obj, time, event_type, event_id, reason = self.parse_line(line, routed_time)
         if reason is not None:
             return Decoded(None, None, ((UNROUTED, reason),))
         assert obj is not None

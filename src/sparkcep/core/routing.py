@@ -151,10 +151,11 @@ class RoutingSpec:
 
 @dataclass(slots=True)
 class Routed:
-    """What routing made of a batch of lines: per bucket number, its rows (keyset, line, origin) and the largest
-    time among them that moves the watermark."""
+    """What routing made of a batch of lines: per bucket number, its rows (keyset, line, origin, time) and the
+    largest time among them that moves the watermark. A row's time is the line's event time as routing read it
+    (None when it has none), so the engine need not read it a second time."""
 
-    rows: dict[int, list[tuple[int, str, str | None]]]
+    rows: dict[int, list[tuple[int, str, str | None, int | None]]]
     max_time: dict[int, int]
 
 
@@ -256,9 +257,9 @@ class Router:
         bucket = self.bucket(keyset, key, line)
         found = routed.rows.get(bucket)
         if found is None:
-            routed.rows[bucket] = [(keyset, line, origin)]
+            routed.rows[bucket] = [(keyset, line, origin, time)]
         else:
-            found.append((keyset, line, origin))
+            found.append((keyset, line, origin, time))
         if time is not None and time > routed.max_time.get(bucket, time - 1):
             routed.max_time[bucket] = time
 

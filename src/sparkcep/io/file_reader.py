@@ -334,5 +334,5 @@ def unreadable_batch(router: Router, reason: str) -> Any:
     from sparkcep.core.routing import UNREADABLE, Routed
     from sparkcep.io.packed import pack
 
-    routed = Routed({router.bucket(UNREADABLE, "", reason): [(UNREADABLE, reason, None)]}, {})
+    routed = Routed({router.bucket(UNREADABLE, "", reason): [(UNREADABLE, reason, None, None)]}, {})
     return pack(routed, router.spec)

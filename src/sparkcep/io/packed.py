@@ -1,8 +1,9 @@
 """Packed rows: what sources hand Spark, one row per bucket and Arrow batch instead of one per line.
 
 A source routes the lines it reads (:mod:`sparkcep.core.routing`) and packs each Arrow batch of them into one
-row per bucket: the bucket's Spark grouping key, its rows' keysets, lines and origins in order, and the largest
-time among them that moves the watermark. The JVM then only moves a few dozen rows per batch through the watermark
+row per bucket: the bucket's Spark grouping key, its rows' keysets, lines, origins and event times (as routing
+read them: the engine does not read a line's time again) in order, and the largest time among them that moves
+the watermark. The JVM then only moves a few dozen rows per batch through the watermark
 and the shuffle, whatever the lines hold, and PySpark's stateful operator regroups rows, not lines (it does that
 in Python, row by row).
 
@@ -34,9 +35,10 @@ PACKED_SCHEMA = pa.schema(
         ("lines", pa.list_(pa.string())),
         ("origins", pa.list_(pa.string())),
         ("ts_ms", pa.int64()),
+        ("times", pa.list_(pa.int64())),
     ]
 )
-PACKED_DDL = "bucket int, keysets array<int>, lines array<string>, origins array<string>, ts_ms long"
+PACKED_DDL = "bucket int, keysets array<int>, lines array<string>, origins array<string>, ts_ms long, times array<long>"
 # Input of route_batches (a source Spark reads itself): the line or record value, where it came from (JSON text
 # or null), and the batch's wall clock in epoch ms (Spark's current_timestamp(), fixed per micro-batch).
 LINE_COLUMNS = ("value", "origin", "now_ms")
@@ -49,11 +51,13 @@ def pack(routed: Routed, spec: RoutingSpec) -> pa.RecordBatch:
     keysets: list[int] = []
     lines: list[str] = []
     origins: list[str | None] = []
+    times: list[int | None] = []
     for bucket in buckets:
-        for keyset, line, origin in routed.rows[bucket]:
+        for keyset, line, origin, time in routed.rows[bucket]:
             keysets.append(keyset)
             lines.append(line)
             origins.append(origin)
+            times.append(time)
         offsets.append(len(lines))
     offset_array = pa.array(offsets, pa.int32())
     if any(origin is not None for origin in origins):
@@ -67,6 +71,7 @@ def pack(routed: Routed, spec: RoutingSpec) -> pa.RecordBatch:
             pa.ListArray.from_arrays(offset_array, pa.array(lines, pa.string())),
             origin_lists,
             pa.array([routed.max_time.get(bucket) for bucket in buckets], pa.int64()),
+            pa.ListArray.from_arrays(offset_array, pa.array(times, pa.int64())),
         ],
         schema=PACKED_SCHEMA,
     )
@@ -116,17 +121,19 @@ def pack_in_spark(lines: DataFrame, routing: RoutingSpec) -> DataFrame:
     return rows.mapInArrow(route_batches(routing.to_json()), PACKED_DDL)
 
 
-def unpack(frame: Any, pairs: list[tuple[int, str]], origins: dict[str, str]) -> int | None:
-    """Append a pandas frame of packed rows to ``(keyset, line)`` pairs; return its largest event time.
+def unpack(frame: Any, pairs: list[tuple[int, str]], origins: dict[str, str], times: list[int | None]) -> int | None:
+    """Append a pandas frame of packed rows to ``(keyset, line)`` pairs and their event times to ``times`` (None:
+    routing read none); return the frame's largest event time that moves the watermark.
 
     ``origins`` gets each line's origin (the first one seen), when the rows carry any.
     """
     largest: int | None = None
-    for keysets, lines, line_origins, ts in zip(
-        frame["keysets"], frame["lines"], frame["origins"], frame["ts_ms"], strict=True
+    for keysets, lines, line_origins, ts, line_times in zip(
+        frame["keysets"], frame["lines"], frame["origins"], frame["ts_ms"], frame["times"], strict=True
     ):
         texts = _as_list(lines)
         pairs.extend(zip(_as_list(keysets), texts, strict=True))
+        times.extend(_times(line_times, len(texts)))
         if line_origins is not None:
             for line, origin in zip(texts, _as_list(line_origins), strict=True):
                 if isinstance(origin, str):
@@ -134,6 +141,17 @@ def unpack(frame: Any, pairs: list[tuple[int, str]], origins: dict[str, str]) ->
         if ts is not None and not math.isnan(ts) and (largest is None or int(ts) > largest):  # NaN: no time
             largest = int(ts)
     return largest
+
+
+def _times(values: Any, count: int) -> list[int | None]:
+    """A ``times`` cell as Python ints and Nones: pandas makes a list of int64 with a null a float array (NaN)."""
+    if values is None:
+        return [None] * count
+    dtype = getattr(values, "dtype", None)
+    found = _as_list(values)
+    if dtype is not None and dtype.kind == "i":  # no nulls: numpy ints, converted in C
+        return found
+    return [None if value is None or math.isnan(value) else int(value) for value in found]
 
 
 def _as_list(values: Any) -> list[Any]:

@@ -137,6 +137,29 @@ class _BucketRun:
             if accepted is not None and (self.max_accepted is None or accepted > self.max_accepted):
                 self.max_accepted = accepted
 
+    def watermark(self, delay_ms: int) -> int:
+        """The watermark the bucket's next chunk is judged against: its earlier chunks' largest time less the delay."""
+        return NO_WATERMARK if self.max_seen is None else self.max_seen - delay_ms
+
+    def take(
+        self,
+        engine: Engine,
+        keysets: list[int],
+        lines: list[str],
+        times: list[int | None],
+        origins: dict[str, str],
+        delay_ms: int,
+    ) -> BatchResult:
+        """One chunk of the bucket's rows (``times``: routing's reading, which the engine does not repeat),
+        released up to what the next watermark is sure to pass."""
+        top = max((t for t in times if t is not None), default=None)
+        safe = NO_WATERMARK if top is None else top - delay_ms
+        rows = list(zip(keysets, lines, strict=True))
+        result = engine.process(self.state, rows, self.watermark(delay_ms), safe, origins, times)
+        if top is not None and (self.max_seen is None or top > self.max_seen):
+            self.max_seen = top
+        return result
+
     def end(self, delay_ms: int) -> int | None:
         """Where the bounded run ends: ``max(largest time read - delay, largest accepted)`` (None: no time at all)."""
         ends = [
@@ -165,8 +188,7 @@ def evaluate_sorted(
             end = run.end(delay_ms)
             if end is None:
                 return None
-            watermark = NO_WATERMARK if run.max_seen is None else run.max_seen - delay_ms
-            final = max(end, watermark)
+            final = max(end, run.watermark(delay_ms))
             return emit(engine.process(run.state, [], final), final, {})
 
         with collector_paused():
@@ -188,23 +210,20 @@ def evaluate_sorted(
                         if current is not None and (done := finish(current)) is not None:
                             yield done
                         current = _BucketRun(bucket)
-                    chunk = list(zip(keysets[start:stop], lines[start:stop], strict=True))
-                    rows = [(k, ln) for k, ln in chunk if k != STATS]
-                    if len(rows) < len(chunk):  # statistics rows: first in a bucket (a null time sorts first)
-                        current.take_stats([ln for k, ln in chunk if k == STATS])
-                        if not rows:
+                    # Statistics rows come first in a bucket (a null time sorts first).
+                    first = start
+                    while first < stop and keysets[first] == STATS:
+                        first += 1
+                    if first > start:
+                        current.take_stats(lines[start:first])
+                        if first == stop:
                             start = stop
                             continue
-                    chunk_origins = {ln: o for ln, o in zip(lines[start:stop], origins[start:stop], strict=True) if o}
-                    chunk_times = [t for t in times[start:stop] if t is not None]
-                    watermark = NO_WATERMARK if current.max_seen is None else current.max_seen - delay_ms
-                    top = max(chunk_times, default=None)
-                    safe = NO_WATERMARK if top is None else top - delay_ms
-                    yield emit(
-                        engine.process(current.state, rows, watermark, safe, chunk_origins), watermark, chunk_origins
-                    )
-                    if top is not None and (current.max_seen is None or top > current.max_seen):
-                        current.max_seen = top
+                    chunk_origins = {ln: o for ln, o in zip(lines[first:stop], origins[first:stop], strict=True) if o}
+                    watermark = current.watermark(delay_ms)
+                    result = current.take(engine, keysets[first:stop], lines[first:stop], times[first:stop],
+                                          chunk_origins, delay_ms)  # fmt: skip
+                    yield emit(result, watermark, chunk_origins)
                     start = stop
             if current is not None and (done := finish(current)) is not None:
                 yield done

@@ -183,7 +183,9 @@ class EngineProcessor(StatefulProcessor):
         self._handle = handle
         self._state = handle.getValueState("bucket", STATE_SCHEMA)
         self._pages = MapStatePages(handle.getMapState("pages", PAGE_KEY_SCHEMA, PAGE_SCHEMA))
-        _engine_for(self._rules_json)  # compile (and validate) once per worker, before the first batch
+        # Compile (and validate) once per worker, before the first batch. Routing read each line's time with the
+        # field of the rules the query started with (sparkcep.core.routing): those times are shipped with the lines.
+        self._routed_time_field = _engine_for(self._rules_json).program.time_field
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:
         # The handler allocates millions of small acyclic objects (lines, events, state): the cyclic collector
@@ -191,14 +193,15 @@ class EngineProcessor(StatefulProcessor):
         with collector_paused():
             pairs: list[tuple[int, str]] = []
             origins: dict[str, str] = {}
+            times: list[int | None] = []
             max_ts = NO_WATERMARK
-            for frame in rows:  # packed rows (sparkcep.io.packed): lists of keysets, lines and origins
-                largest = unpack(frame, pairs, origins)
+            for frame in rows:  # packed rows (sparkcep.io.packed): lists of keysets, lines, origins and times
+                largest = unpack(frame, pairs, origins, times)
                 if largest is not None and largest > max_ts:
                     max_ts = largest
             read_time = max_ts if max_ts != NO_WATERMARK else None
             safe_bound = max_ts - self._delay_ms if read_time is not None else NO_WATERMARK
-            result = self._run(pairs, timerValues, None, safe_bound, origins, read_time)
+            result = self._run(pairs, timerValues, None, safe_bound, origins, read_time, times)
         yield result
 
     def handleInitialState(self, key: Any, initialState: Any, timerValues: TimerValues) -> None:
@@ -234,6 +237,7 @@ class EngineProcessor(StatefulProcessor):
         safe_bound: int = NO_WATERMARK,
         origins: dict[str, str] | None = None,
         read_time: int | None = None,
+        times: list[int | None] | None = None,
     ) -> Any:
         started = time.perf_counter()
         spark_watermark = timer_values.getCurrentWatermarkInMs()
@@ -245,7 +249,9 @@ class EngineProcessor(StatefulProcessor):
         if fired is not None and index.registered_timer == fired:
             index.registered_timer = None  # Spark deletes a fired timer itself
         engine = self._engine_for_bucket(index, pairs)
-        result = bucket.process(engine, pairs, watermark, safe_bound, origins).result
+        if engine.program.time_field != self._routed_time_field:
+            times = None  # a later rule log reads another field than routing did: decoding reads it
+        result = bucket.process(engine, pairs, watermark, safe_bound, origins, times).result
         self._reconcile_timer(index)
         if not index.is_empty():
             self._state.update((index.to_bytes(),))

@@ -59,6 +59,7 @@ def control_rows(lines: DataFrame, routing: RoutingSpec) -> DataFrame:
         F.array("value").alias("lines"),
         F.lit(None).cast("array<string>").alias("origins"),
         F.col("time").try_cast("bigint").alias("ts_ms"),
+        F.lit(None).cast("array<bigint>").alias("times"),  # the engine reads a control record's time itself
     )
 
 
@@ -79,8 +80,8 @@ def build_stream(spark: SparkSession, program: Program, spec: QuerySpec) -> Data
     # Projecting the event-time column away keeps the watermark (timers still fire) but stops Spark from
     # silently dropping rows behind it: the engine sees late lines and reports them in _late/.
     # ts_ms is routing's reading of event time (the largest of a packed row's lines), which lets the processor
-    # know how far the next watermark is sure to move (see Engine.process).
-    stripped = with_watermark.select("bucket", "keysets", "lines", "origins", "ts_ms")
+    # know how far the next watermark is sure to move (see Engine.process); times is each line's reading of it.
+    stripped = with_watermark.select("bucket", "keysets", "lines", "origins", "ts_ms", "times")
     processor = EngineProcessor(
         program.rules.to_json(),
         spec.watermark_delay_ms,
