@@ -230,7 +230,7 @@ def test_pattern_options_are_merged_and_a_loop_without_them_or_within_is_refused
         (query("A B", within="WITHIN INTERVAL '1:2' SECOND"), "WITHIN", "'1:2'"),
         (query("A B").replace("PARTITION BY k ", ""), "PARTITION BY", "every key is matched on its own"),
         (query("A B").replace("ORDER BY ts", "ORDER BY ts DESC"), "ORDER BY", "ascending"),
-        (query("A B").replace("ORDER BY ts", "ORDER BY ts, id"), "ORDER BY", "one column"),
+        (query("A B").replace("ORDER BY ts", "ORDER BY ts, id, id"), "ORDER BY", "each column once"),
         (query("A B").replace("ORDER BY ts ", ""), "ORDER BY", "event-time"),
         (query("A B").replace("PATTERN", "SUBSET U = (A, B) PATTERN"), "PATTERN", "SUBSET"),
         (query("A B").replace(" DEFINE A AS TRUE", " SUBSET U = (A, B) DEFINE A AS TRUE"), "SUBSET", "SUBSET"),

@@ -23,7 +23,7 @@ Where the variable being defined is read through a function, its stage gets ``"r
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from sparkcep.cep.sql import syntax as sx
 from sparkcep.cep.sql.errors import SqlError
@@ -51,9 +51,17 @@ _REFUSED = {
 class ExpressionTranslator:
     """Translates one DEFINE condition (``current`` = its variable) or one measure (``current`` None)."""
 
-    def __init__(self, clause: str, order: dict[str, int], current: str | None, subject: str) -> None:
+    def __init__(
+        self,
+        clause: str,
+        order: dict[str, int],
+        current: str | None,
+        subject: str,
+        stages: Mapping[str, str] | None = None,
+    ) -> None:
         self.clause = clause
         self.order = order  # pattern variable -> position in the pattern
+        self.stages = stages or {}  # pattern variable -> stage name, when back quotes made them differ
         self.current = current
         self.subject = subject  # "DEFINE B" / "measure 'total'": named in messages
         self.running = False  # the condition reads its own variable through a function
@@ -85,6 +93,10 @@ class ExpressionTranslator:
         if name == self.current and reads_rows:
             self.running = True
 
+    def stage(self, variable: str) -> ea.Field:
+        """A pattern variable as the stage argument of a stage function."""
+        return ea.Field((self.stages.get(variable, variable),))
+
     def column(self, node: sx.Column) -> ea.Node:
         if node.variable is None:
             if self.current is not None:
@@ -93,7 +105,7 @@ class ExpressionTranslator:
         self.variable(node, node.variable, reads_rows=False)
         if node.variable == self.current:
             return ea.Field((node.name,))  # the row under test
-        return ea.Member(ea.Call("last", (ea.Field((node.variable,)),)), node.name)
+        return ea.Member(ea.Call("last", (self.stage(node.variable),)), node.name)
 
     # -- calls
 
@@ -153,7 +165,7 @@ class ExpressionTranslator:
             row = ea.Call("nth" if node.name == "FIRST" else "prev", (ea.Number(offset),))
             return ea.Member(row, column.name)
         self.variable(column, column.variable, reads_rows=True)
-        args: tuple[ea.Node, ...] = (ea.Field((column.variable,)),)
+        args: tuple[ea.Node, ...] = (self.stage(column.variable),)
         if offset:
             args += (ea.Number(offset),)
         return ea.Member(ea.Call(node.name.lower(), args), column.name)
@@ -178,12 +190,13 @@ class ExpressionTranslator:
             if argument.variable is None:
                 raise self.fail(node, "COUNT(A.*) over a pattern variable", "COUNT(*)")
             self.variable(argument, argument.variable, reads_rows=True)
-            return ea.Call("count", (ea.Field((argument.variable,)),))
+            return ea.Call("count", (self.stage(argument.variable),))
         column = self.single_column(node)
         if column.variable is None:
             raise self.fail(column, f"a column of a pattern variable, e.g. {node.name}(A.{column.name})", column.name)
         self.variable(column, column.variable, reads_rows=True)
-        return ea.Call(node.name.lower(), (ea.Field((column.variable, column.name)),))
+        stage = self.stages.get(column.variable, column.variable)
+        return ea.Call(node.name.lower(), (ea.Field((stage, column.name)),))
 
     # -- operators
 

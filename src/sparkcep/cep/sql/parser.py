@@ -3,7 +3,8 @@
 Grammar (keywords case-insensitive, identifiers bare or in back quotes)::
 
     query    := SELECT ("*" | column ("," column)*) FROM name MATCH_RECOGNIZE "(" body ")" [[AS] name] [";"]
-    body     := [PARTITION BY column ("," column)*] [ORDER BY column [ASC | DESC]]
+    body     := [PARTITION BY column ("," column)*]
+                [ORDER BY column [ASC] ("," column [ASC | DESC] [NULLS (FIRST | LAST)])*]
                 [MEASURES expr AS name ("," expr AS name)*] [ONE ROW PER MATCH | ALL ROWS PER MATCH]
                 [AFTER MATCH SKIP (PAST LAST ROW | TO NEXT ROW | TO FIRST var | TO LAST var | TO var)]
                 PATTERN "(" pattern ")" [WITHIN INTERVAL 'n' unit [TO unit]]
@@ -125,7 +126,7 @@ class _Parser:
         self.clause = "MATCH_RECOGNIZE"
         self.expect_op("(", " after MATCH_RECOGNIZE")
         partition = self.partition_by()
-        order = self.order_by()
+        order, tie_break = self.order_by()
         measures = self.measures()
         self.rows_per_match()
         skip = self.after_match()
@@ -145,7 +146,7 @@ class _Parser:
         if self.peek().kind != "end":
             raise self.fail("end of the query")
         return sx.Query(
-            select, table, partition, order, measures, skip, pattern, within, defines, alias,
+            select, table, partition, order, measures, skip, pattern, within, defines, alias, tie_break,
             line=start.line, column=start.column,
         )  # fmt: skip
 
@@ -190,9 +191,10 @@ class _Parser:
         self.expect_word("BY")
         return self.column_list()
 
-    def order_by(self) -> sx.Column | None:
+    def order_by(self) -> tuple[sx.Column | None, tuple[sx.OrderItem, ...]]:
+        """The time column (ascending) and the columns that order rows of equal time (as Flink sorts them)."""
         if not self.peek().is_word("ORDER"):
-            return None
+            return None, ()
         self.clause = "ORDER BY"
         self.advance()
         self.expect_word("BY")
@@ -200,9 +202,17 @@ class _Parser:
         if self.peek().is_word("DESC"):
             raise self.fail("ascending order on the time column (ASC or nothing), as Flink requires")
         self.word("ASC")
-        if self.peek().is_op(","):
-            raise self.fail("one column, the event time (ties are broken by event id)")
-        return column
+        ties: list[sx.OrderItem] = []
+        while self.op(","):
+            tie = self.plain_column()
+            descending = self.word("DESC")
+            if not descending:
+                self.word("ASC")
+            nulls_first = None
+            if self.word("NULLS"):
+                nulls_first = self.expect_word("FIRST", "LAST").is_word("FIRST")
+            ties.append(sx.OrderItem(tie.name, descending, nulls_first, line=tie.line, column=tie.column))
+        return column, tuple(ties)
 
     def measures(self) -> tuple[sx.Measure, ...]:
         if not self.peek().is_word("MEASURES"):

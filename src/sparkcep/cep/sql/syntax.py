@@ -139,6 +139,15 @@ class Skip(Node):
 
 
 @dataclass(frozen=True)
+class OrderItem(Node):
+    """A column after the time column in ORDER BY: it orders rows of equal time."""
+
+    name: str
+    descending: bool = False
+    nulls_first: bool | None = None  # None: as the direction implies (nulls are the smallest value)
+
+
+@dataclass(frozen=True)
 class SelectItem(Node):
     qualifier: str | None
     name: str
@@ -156,6 +165,7 @@ class Query(Node):
     within_ms: int | None
     defines: tuple[tuple[Variable, Node], ...]
     alias: str | None
+    tie_break: tuple[OrderItem, ...] = ()  # ORDER BY's columns after the time column
 
     def partition_names(self) -> tuple[str, ...]:
         return tuple(column.name for column in self.partition)
