@@ -162,3 +162,84 @@ def test_tie_break_in_pattern_json_is_validated() -> None:
         with pytest.raises(PatternError) as caught:
             parse_pattern({**base, "tie_break": bad})
         assert caught.value.field == "tie_break", json.dumps(bad)
+
+
+# -- expressions inside navigation and aggregates
+
+
+def compiled_query(define: str, measures: str = "", pattern: str = "A B") -> Any:
+    sql = "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts {} PATTERN ({}) DEFINE {})"
+    return compile_match_recognize(sql.format(f"MEASURES {measures}" if measures else "", pattern, define))
+
+
+def test_navigation_over_an_expression_reads_every_column_from_the_same_row() -> None:
+    compiled = compiled_query(
+        "B AS B.p > LAST(A.p * A.q, 1) AND LAST(B.p + B.q) > 0",
+        "FIRST(A.p + A.q + 1) AS f, LAST(p * q, 1) AS l, FIRST(ABS(p - q)) AS n",
+    )
+    second = compiled.pattern["stages"][1]
+    assert second["where"] == "p > last(A, 1).p * last(A, 1).q and last(B).p + last(B).q > 0"
+    assert second["running"] is True  # LAST(B. ...) in DEFINE B counts the row under test
+    assert compiled.measures == {
+        "f": "first(A).p + first(A).q + 1", "l": "prev(1).p * prev(1).q", "n": "abs(nth(0).p - nth(0).q)",
+    }  # fmt: skip
+
+
+def test_aggregates_of_expressions_and_of_every_row_compile_to_the_row_aggregates() -> None:
+    compiled = compiled_query(
+        "B AS SUM(B.p * B.q) < 10 AND COUNT(*) < 5",
+        "SUM(A.p) AS s, SUM(A.p * A.q) AS e, MIN(p) AS lo, COUNT(p) AS n, COUNT(*) AS c, COUNT(A.*) AS ca",
+    )
+    second = compiled.pattern["stages"][1]
+    assert second["where"] == "sum_of(B, p * q) < 10 and count_of(1) < 5" and second["running"] is True
+    assert compiled.measures == {
+        "s": "sum(A.p)", "e": "sum_of(A, p * q)", "lo": "min_of(p)", "n": "count_of(p)", "c": "count_of(1)",
+        "ca": "count(A)",
+    }  # fmt: skip
+    rows = [{"k": 1, "ts": 1, "p": 2, "q": 3}, {"k": 1, "ts": 2, "p": 1, "q": None}]
+    sql = "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES {} PATTERN (A B) DEFINE {})"
+    measures = "SUM(A.p * A.q) AS e, COUNT(q) AS nq, COUNT(*) AS c, MAX(p * 10) AS hi, AVG(B.p + 1) AS avg"
+    found = run_match_recognize(sql.format(measures, "B AS COUNT(*) = 2"), rows)
+    assert found == [{"k": 1, "e": 6, "nq": 1, "c": 2, "hi": 20, "avg": 2}]
+
+
+def test_rows_in_between_stay_a_loop_when_a_condition_or_measure_reads_every_row() -> None:
+    sql = "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES {} PATTERN (A Z*? B) DEFINE {})"
+    base = "A AS kind = 'a', B AS kind = 'b'"
+    for measures, define, loop in [
+        ("FIRST(p) AS f, LAST(p) AS l", base, False),  # the match's first and last rows are never skipped ones
+        ("LAST(p, 1) AS l", base, True),
+        ("SUM(p) AS s", base, True),
+        ("COUNT(*) AS c", base, True),
+        ("B.p AS b", base + " AND LAST(p, 1) > 0", True),
+        ("B.p AS b", base + " AND SUM(A.p * 2) > 0", False),
+    ]:
+        compiled = compile_match_recognize(sql.format(measures, define), {"unbounded": True})
+        assert ("Z" in [stage["name"] for stage in compiled.pattern["stages"]]) is loop, (measures, define)
+
+
+@pytest.mark.parametrize(
+    ("define", "measures", "clause", "mentions"),
+    [
+        ("B AS SUM(A.p + B.p) > 1", "", "DEFINE", "A and B"),
+        ("B AS LAST(A.p + p) > 1", "", "DEFINE", "A and bare columns"),
+        ("B AS SUM(LAST(A.p)) > 1", "", "DEFINE", "no navigation or aggregate inside SUM()"),
+        ("B AS FIRST(COUNT(*)) > 1", "", "DEFINE", "no navigation or aggregate inside FIRST()"),
+        ("B AS AVG(A.p || 'x') > 1", "", "DEFINE", "a number as the value avg_of() aggregates"),
+        ("B AS MIN(A.p > 1) IS NULL", "", "DEFINE", "a number or a string as the value min_of() aggregates"),
+        ("B AS TRUE", "SUM(A.p, 2) AS s", "MEASURES", "one argument to SUM"),
+        ("B AS TRUE", "LAST(C.p * 2) AS s", "MEASURES", "'C'"),
+        ("A AS SUM(B.p * 2) > 1", "", "DEFINE", "later variable"),
+    ],
+)
+def test_expression_refusals_name_the_clause(define: str, measures: str, clause: str, mentions: str) -> None:
+    sql = "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts {} PATTERN (A B) DEFINE {})"
+    error = refusal(sql.format(f"MEASURES {measures}" if measures else "", define))
+    assert error.field == clause and mentions in str(error), str(error)
+
+
+def test_row_aggregates_in_pattern_json_refuse_what_reads_the_match_inside_their_value() -> None:
+    for where in ("sum_of(a, last(a).p) > 1", "count_of(prev(1).p) > 1", "max_of(a, sum_of(p)) > 1"):
+        with pytest.raises(PatternError) as caught:
+            parse_pattern({"stages": [{"name": "a"}, {"name": "b", "contiguity": "next", "where": where}]})
+        assert "one event at a time" in str(caught.value), where

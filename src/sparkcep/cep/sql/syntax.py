@@ -96,6 +96,17 @@ class Case(Node):
     default: Node | None
 
 
+def walk(node: Node) -> list[Node]:
+    """``node`` and every node under it (expressions nest only so deep: the parser bounds their depth)."""
+    found = [node]
+    for value in vars(node).values():
+        for item in value if isinstance(value, tuple) else (value,):
+            for inner in item if isinstance(item, tuple) else (item,):
+                if isinstance(inner, Node):
+                    found.extend(walk(inner))
+    return found
+
+
 # -- row pattern
 
 

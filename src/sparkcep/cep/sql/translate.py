@@ -310,13 +310,11 @@ class _Translation:
             return False
         expressions = [condition for _, condition in self.query.defines]
         expressions.extend(measure.expression for measure in self.query.measures)
-        for node in (found for expression in expressions for found in _nodes(expression)):
-            if isinstance(node, sx.Column | sx.AllColumns) and node.variable == name:
-                return False
-        # PREV on the following variable's first row would read a row in between, which is not recorded.
-        following = [condition for variable, condition in self.query.defines if variable.name == target.name]
         return not any(
-            isinstance(node, sx.Call) and node.name == "PREV" for condition in following for node in _nodes(condition)
+            (isinstance(node, sx.Column | sx.AllColumns) and node.variable == name)
+            or (isinstance(node, sx.Call) and _reads_rows_in_between(node))
+            for expression in expressions
+            for node in sx.walk(expression)
         )
 
     def element(self, node: sx.Node, first: bool, defines: dict[str, tuple[str, bool]]) -> dict[str, Any]:
@@ -377,16 +375,19 @@ def _stage_names(variables: tuple[str, ...]) -> dict[str, str]:
     return names
 
 
-def _nodes(node: sx.Node) -> list[sx.Node]:
-    """``node`` and every node under it (expressions nest only so deep: the parser bounds their depth)."""
-    found = [node]
-    for value in vars(node).values():
-        items = value if isinstance(value, tuple) else (value,)
-        for item in items:
-            for inner in item if isinstance(item, tuple) else (item,):
-                if isinstance(inner, sx.Node):
-                    found.extend(_nodes(inner))
-    return found
+def _reads_rows_in_between(call: sx.Call) -> bool:
+    """Whether ``call`` may read a row that ``A Z*? B`` skips, which the compiled form does not record: PREV
+    (the row before B's first is one), an aggregate over every row (``SUM(price)``, ``COUNT(*)``), and FIRST/LAST
+    over every row with an offset (``LAST(price, 1)``; the match's first and last rows are never skipped ones)."""
+    if call.name == "PREV":
+        return True
+    if not call.args or call.name not in ("FIRST", "LAST", "SUM", "AVG", "MIN", "MAX", "COUNT"):
+        return False
+    bare = any(isinstance(node, sx.Column | sx.AllColumns) and node.variable is None for node in sx.walk(call.args[0]))
+    if call.name not in ("FIRST", "LAST"):
+        return bare
+    offset = call.args[1] if len(call.args) > 1 else None
+    return bare and not (offset is None or (isinstance(offset, sx.Literal) and offset.value == 0))
 
 
 def _flatten(node: sx.Node) -> list[sx.Node]:
