@@ -243,3 +243,48 @@ def test_row_aggregates_in_pattern_json_refuse_what_reads_the_match_inside_their
         with pytest.raises(PatternError) as caught:
             parse_pattern({"stages": [{"name": "a"}, {"name": "b", "contiguity": "next", "where": where}]})
         assert "one event at a time" in str(caught.value), where
+
+
+# -- a query around MATCH_RECOGNIZE
+
+INNER = (
+    "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES A.p AS p, MATCH_ROWTIME() AS at "
+    "PATTERN (A) DEFINE A AS p > 1)"
+)
+
+
+@pytest.mark.parametrize(
+    "wrapped",
+    ["SELECT * FROM (INNER)", "SELECT * FROM (INNER) AS T;", "select * from (SELECT * FROM (INNER) m) `x y`"],
+)
+def test_select_star_around_the_query_is_the_query(wrapped: str) -> None:
+    wrapped = wrapped.replace("INNER", INNER)
+    assert compile_match_recognize(wrapped) == compile_match_recognize(INNER)
+    rows = [{"k": 1, "ts": 5, "p": 2}, {"k": 1, "ts": 6, "p": 0}]
+    assert run_match_recognize(wrapped, rows) == [{"k": 1, "p": 2, "at": 5}]
+
+
+@pytest.mark.parametrize(
+    ("sql", "clause", "at"),
+    [
+        ("SELECT k, SUM(p) FROM (INNER) GROUP BY k", "GROUP BY", "'GROUP'"),
+        ("SELECT k FROM (INNER) AS T", "SELECT", "'k'"),
+        ("SELECT * FROM (INNER) T WHERE p > 3", "WHERE", "'WHERE'"),
+        ("SELECT * FROM (INNER) T JOIN u ON T.k = u.k", "JOIN", "'JOIN'"),
+        ("SELECT * FROM (INNER) UNION ALL SELECT * FROM u", "UNION", "'UNION'"),
+        ("INNER GROUP BY k, TUMBLE(at, INTERVAL '1' DAY)", "GROUP BY", "'GROUP'"),
+        ("INNER AS m ORDER BY at", "ORDER BY", "'ORDER'"),
+    ],
+)
+def test_a_query_around_match_recognize_is_refused_naming_its_clause_and_the_library(
+    sql: str, clause: str, at: str
+) -> None:
+    error = refusal(sql.replace("INNER", INNER))
+    assert error.field == clause and error.got == at, str(error)
+    assert "sparkcep.api.detect(events, sql=" in str(error) and "Spark SQL" in str(error)
+
+
+def test_a_subquery_as_the_input_is_refused_naming_from() -> None:
+    sql = INNER.replace("FROM t", "FROM (SELECT k, ts, SUM(p) AS p FROM t GROUP BY k, ts)")
+    error = refusal(sql)
+    assert error.field == "FROM" and "a table name before MATCH_RECOGNIZE" in str(error)

@@ -32,6 +32,7 @@ from typing import Any
 from sparkcep.cep.conditions import pattern_functions
 from sparkcep.cep.spec import PatternError, compile_condition, parse_pattern
 from sparkcep.cep.sql import syntax as sx
+from sparkcep.cep.sql.between import skip_till_any
 from sparkcep.cep.sql.errors import SqlError
 from sparkcep.cep.sql.expressions import ExpressionTranslator
 from sparkcep.cep.sql.parser import parse_query
@@ -89,7 +90,7 @@ class _Translation:
         defines = self.defines()
         elements = _flatten(query.pattern)
         self.check_shape(elements)
-        elements, any_after = self.skip_till_any(elements, defines)
+        elements, any_after = skip_till_any(query, elements, set(defines))
         stages = [self.element(item, index == 0, defines) for index, item in enumerate(elements)]
         for index in any_after:
             stages[index]["contiguity"] = "followed_by_any"
@@ -279,44 +280,6 @@ class _Translation:
                 "(otherwise its partial matches could grow without limit)", "an unbounded loop", loop.line, loop.column,
             )  # fmt: skip
 
-    def skip_till_any(
-        self, elements: list[sx.Node], defines: dict[str, tuple[str, bool]]
-    ) -> tuple[list[sx.Node], set[int]]:
-        """``A Z*? B`` with ``Z`` defined nowhere and named nowhere else is the usual way to write "B follows A,
-        other rows in between" in SQL: it compiles to B with followed_by_any contiguity (the same matches under
-        every AFTER MATCH strategy, without a loop that records every row in between). Returns the elements left
-        and the indexes (among them) of the variables that now follow by followed_by_any."""
-        kept: list[sx.Node] = []
-        any_after: set[int] = set()
-        for index, item in enumerate(elements):
-            after = elements[index + 1] if index + 1 < len(elements) else None
-            if index > 0 and after is not None and self._skips_till(item, after, defines):
-                any_after.add(len(kept))  # the next element takes this place
-                continue
-            kept.append(item)
-        return kept, any_after
-
-    def _skips_till(self, item: sx.Node, after: sx.Node, defines: dict[str, tuple[str, bool]]) -> bool:
-        if not (isinstance(item, sx.Quantified) and isinstance(item.item, sx.Variable)):
-            return False
-        if (item.low, item.high, item.reluctant) != (0, None, True):
-            return False
-        name = item.item.name
-        target = after.item if isinstance(after, sx.Quantified) and after.low >= 1 else after
-        if name in defines or not isinstance(target, sx.Variable):
-            return False
-        skip = self.query.skip
-        if skip is not None and skip.variable == name:
-            return False
-        expressions = [condition for _, condition in self.query.defines]
-        expressions.extend(measure.expression for measure in self.query.measures)
-        return not any(
-            (isinstance(node, sx.Column | sx.AllColumns) and node.variable == name)
-            or (isinstance(node, sx.Call) and _reads_rows_in_between(node))
-            for expression in expressions
-            for node in sx.walk(expression)
-        )
-
     def element(self, node: sx.Node, first: bool, defines: dict[str, tuple[str, bool]]) -> dict[str, Any]:
         stage: dict[str, Any]
         if isinstance(node, sx.Variable):
@@ -373,21 +336,6 @@ def _stage_names(variables: tuple[str, ...]) -> dict[str, str]:
         taken.add(name)
         names[variable] = name
     return names
-
-
-def _reads_rows_in_between(call: sx.Call) -> bool:
-    """Whether ``call`` may read a row that ``A Z*? B`` skips, which the compiled form does not record: PREV
-    (the row before B's first is one), an aggregate over every row (``SUM(price)``, ``COUNT(*)``), and FIRST/LAST
-    over every row with an offset (``LAST(price, 1)``; the match's first and last rows are never skipped ones)."""
-    if call.name == "PREV":
-        return True
-    if not call.args or call.name not in ("FIRST", "LAST", "SUM", "AVG", "MIN", "MAX", "COUNT"):
-        return False
-    bare = any(isinstance(node, sx.Column | sx.AllColumns) and node.variable is None for node in sx.walk(call.args[0]))
-    if call.name not in ("FIRST", "LAST"):
-        return bare
-    offset = call.args[1] if len(call.args) > 1 else None
-    return bare and not (offset is None or (isinstance(offset, sx.Literal) and offset.value == 0))
 
 
 def _flatten(node: sx.Node) -> list[sx.Node]:
