@@ -11,6 +11,8 @@ import random
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sparkcep.cep import PatternError, parse_pattern
 from sparkcep.cep.sql import SqlError, compile_match_recognize, run_match_recognize
@@ -118,6 +120,39 @@ def test_the_engine_orders_ties_like_the_runner_whatever_the_arrival_order_batch
         # A later row of another kind ends the run: a restarted local runner knows only the times it has seen.
         found += runner.run([[*arrived[cut:], line("T", T0 + 60_000, "tick", k="k1", kind="x", rank=0, seq=0)]]).outputs
         assert [record["measures"] for record in found] == expected, arrived
+
+
+RANDOM_TIED_SQL = """SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY occurred_at, rank DESC NULLS FIRST
+  MEASURES A.v AS a, COUNT(B.*) AS bs, C.v AS c
+  PATTERN (A B+? C) WITHIN INTERVAL '1' MINUTE
+  DEFINE A AS kind = 'a', B AS kind = 'b', C AS kind = 'c')"""
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(st.integers(0, 2), st.sampled_from([None, 0, 1, 2]), st.sampled_from("abc")), min_size=1, max_size=10
+    ),
+    order=st.randoms(use_true_random=False),
+    cuts=st.lists(st.integers(0, 10), max_size=2),
+)
+def test_the_engine_matches_random_ties_as_the_runner_does(
+    rows: list[tuple[int, int | None, str]], order: random.Random, cuts: list[int]
+) -> None:
+    """Rows of few times and ranks (nulls too), arriving in any order over up to three batches."""
+    events = [
+        {"k": "k1", "occurred_at": T0 + second * 1000, "rank": rank, "kind": kind, "id": f"e{index:02d}", "v": index}
+        for index, (second, rank, kind) in enumerate(rows)
+    ]
+    expected = [{"a": row["a"], "bs": row["bs"], "c": row["c"]} for row in run_match_recognize(RANDOM_TIED_SQL, events)]
+    lines = [line("T", e["occurred_at"], e["id"], **{k: v for k, v in e.items() if k not in ("id", "occurred_at")})
+             for e in events]  # fmt: skip
+    order.shuffle(lines)
+    bounds = sorted({min(cut, len(lines)) for cut in cuts})
+    batches = [lines[start:end] for start, end in zip([0, *bounds], [*bounds, len(lines)], strict=True)]
+    rule = {"type": "pattern", "id": "tied", "sql": RANDOM_TIED_SQL, "output": {"event_type": "TIED"}}
+    found = LocalRunner(Program(ruleset(rule)), DELAY).run(batches).outputs
+    assert [record["measures"] for record in found] == expected
 
 
 def test_a_processor_without_tie_columns_keeps_its_handlers_and_state() -> None:
@@ -288,3 +323,11 @@ def test_a_subquery_as_the_input_is_refused_naming_from() -> None:
     sql = INNER.replace("FROM t", "FROM (SELECT k, ts, SUM(p) AS p FROM t GROUP BY k, ts)")
     error = refusal(sql)
     assert error.field == "FROM" and "a table name before MATCH_RECOGNIZE" in str(error)
+
+
+def test_explain_says_how_equal_times_are_ordered() -> None:
+    from sparkcep.cep.compiler import compile_automaton
+    from sparkcep.cep.explain import explain
+
+    text = explain(compile_automaton(parse_pattern(compile_match_recognize(TIED_SQL).pattern), type_field=None))
+    assert "events of equal time in the order of: rank descending, seq, then event id" in text

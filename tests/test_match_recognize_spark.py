@@ -1,5 +1,6 @@
 """The query around MATCH_RECOGNIZE in Spark SQL, as docs/patterns.md shows it ("MATCH_RECOGNIZE inside a larger
-query"): the inner query runs in sparkcep.api.detect, the daily GROUP BY over MATCH_ROWTIME in Spark SQL."""
+query"): the inner query runs in sparkcep.api.detect, the daily GROUP BY over MATCH_ROWTIME in Spark SQL. The
+calls are the documented ones."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def test_the_docs_daily_aggregate_of_matches_runs_as_detect_plus_spark_sql(spark
         [(f"t{index}", symbol, time, price) for index, (symbol, time, price) in enumerate(ticks)],
         "event_id string, symbol string, rowtime long, price long",
     )
-    found = detect(ticker, sql=INNER, id_field="event_id", type_field="")
+    found = detect(ticker, type_field="", sql=INNER)
     found.outputs.createOrReplaceTempView("matches")
     daily = spark.sql(OUTER)
     rows = sorted((row["symbol"], row["dayStart"].timestamp() * 1000, row["total"]) for row in daily.collect())

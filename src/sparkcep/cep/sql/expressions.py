@@ -14,11 +14,15 @@ SQL                        in ``DEFINE V AS ...``                      in MEASUR
 ``FIRST(x, n)``            ``nth(n).x``                                ``nth(n).x``
 ``PREV(V.x, n)``           ``prev(n).x`` (n rows before this one)      refused
 ``SUM(A.x)`` ...           ``sum(A.x)`` (running when A is V)          ``sum(A.x)``
+``SUM(A.x * A.y)`` ...     ``sum_of(A, x * y)`` (running when A is V)  ``sum_of(A, x * y)``
+``SUM(x)``, ``COUNT(*)``   ``sum_of(x)``, ``count_of(1)`` (all rows)   the same
 ``COUNT(A.*)``             ``count(A)``                                ``count(A)``
 ``MATCH_ROWTIME()``        refused                                     ``match_rowtime()``
 =========================  ==========================================  ===============================
 
-Where the variable being defined is read through a function, its stage gets ``"running": true``.
+Where the variable being defined is read through a function, its stage gets ``"running": true``. FIRST and LAST
+take an expression of one variable too: ``LAST(A.x * A.y, 1)`` is ``last(A, 1).x * last(A, 1).y``, every column
+read from the same row.
 """
 
 from __future__ import annotations
