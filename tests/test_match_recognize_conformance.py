@@ -33,7 +33,7 @@ MIN_CASES = 40
 DEFAULT_OPTIONS = {"unbounded": True}
 TOPIC_NAMES = {
     "basics", "quantifiers", "reluctant", "skip", "define_navigation", "aggregates", "measures", "within",
-    "partitions", "refused",
+    "partitions", "refused", "names", "ordering", "expressions",
 }  # fmt: skip
 
 Case = dict[str, Any]

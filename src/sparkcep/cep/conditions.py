@@ -22,6 +22,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+from sparkcep.cep.row_aggregates import ROW_AGGREGATES, check_one_row, register_row_aggregates
 from sparkcep.expr import MISSING, ExpressionError, FunctionRegistry, Node, compile_expression, default_functions
 from sparkcep.expr import ast as expr_ast
 from sparkcep.expr.types import (
@@ -46,6 +47,7 @@ Path = tuple[tuple[str, Event], ...]
 _EVENT_FUNCTIONS = ("first", "last")
 _AGGREGATES = ("sum", "avg", "min", "max")
 _ROW_FUNCTIONS = ("prev", "nth")
+_READS_MATCH = (*_ROW_FUNCTIONS, *ROW_AGGREGATES, "match_rowtime")  # besides the stage functions
 # Offsets in first/last/prev/nth are literals: a whole pattern's partial matches are never that long.
 MAX_OFFSET = 1_000_000
 # The sequence number of the event under test when a running condition sees it as part of the match.
@@ -239,7 +241,11 @@ def stage_references(node: Node, stages: frozenset[str]) -> set[str]:
     """Stages a condition or measure reads; raises ExpressionError for a stage function used wrongly."""
     found: set[str] = set()
     for item in expr_ast.walk(node):
-        if isinstance(item, expr_ast.Call) and item.name in _ROW_FUNCTIONS:
+        if isinstance(item, expr_ast.Call) and item.name in ROW_AGGREGATES:
+            if len(item.args) == 2:
+                found.add(_stage_of(item.args[0], item.name, stages, 1))
+            check_one_row(item, lambda inner: inner.name in _READS_MATCH or is_stage_aggregate(inner, stages))
+        elif isinstance(item, expr_ast.Call) and item.name in _ROW_FUNCTIONS:
             if len(item.args) > 1 or (item.name == "nth" and not item.args):
                 raise ExpressionError(f"{item.name}() takes one offset, e.g. {item.name}(1)", item.pos)
             _offset(item.args[0] if item.args else None, item.name)
@@ -424,6 +430,14 @@ def pattern_functions(stage_names: tuple[str, ...]) -> FunctionRegistry:
     )
     registry.register("sum", total, lazy=True, returns=NUMBER)
     registry.register("avg", average, lazy=True, returns=NUMBER)
+
+    def rows_of(name: str, args: tuple[Node, ...], scope: Scope) -> list[dict[str, Any]]:
+        """What sum_of() and the like read: a stage's events (``sum_of(A, x)``), or every row of the match."""
+        if len(args) == 2:
+            return [event[3] for event in scope.stage(_stage_of(args[0], name, stages, 1))]
+        return scope.rows()
+
+    register_row_aggregates(registry, rows_of, lambda row: Scope(row, ()))
     extreme_type = _extreme_type(stages)
     for name, op, builtin in (("min", "<", builtin_min), ("max", ">", builtin_max)):
         registry.register(

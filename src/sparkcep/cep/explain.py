@@ -90,6 +90,9 @@ def explain(automaton: Automaton) -> str:
     lines = [f"within: {within}; after match: {spec.skip.describe()}"]
     if spec.max_partial_matches is not None:
         lines.append(f"at most {spec.max_partial_matches:,} partial matches per key (the oldest dropped, reported)")
+    if spec.tie_break:
+        fields = ", ".join(f"{tie.field}{' descending' if tie.descending else ''}" for tie in spec.tie_break)
+        lines.append(f"events of equal time in the order of: {fields}, then event id")
     lines.append("stages:")
     lines.extend(_stage_lines(spec.stages, "", 1))
     lines.append(f"automaton ({len(automaton.states)} states; S{automaton.start} starts every match):")

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sparkcep.cep.conditions import pattern_functions, stage_references
+from sparkcep.cep.ties import TieBreakError, TieField, parse_tie_break
 from sparkcep.errors import DurationError, SparkcepError, Verbatim
 from sparkcep.expr import (
     Expression,
@@ -44,7 +45,7 @@ _GROUP_KEYS = {
     "name", "group", "contiguity", "times", "one_or_more", "times_or_more", "optional", "consecutive",
     "allow_combinations",
 }  # fmt: skip
-_PATTERN_KEYS = {"stages", "within", "skip", "max_partial_matches", "unbounded"}
+_PATTERN_KEYS = {"stages", "within", "skip", "max_partial_matches", "unbounded", "tie_break"}
 # A cap on partial matches per key is a memory bound: beyond a million the cap no longer protects anything.
 MAX_PARTIAL_MATCHES = 1_000_000
 
@@ -117,6 +118,8 @@ class PatternSpec:
     functions: FunctionRegistry = field(compare=False, repr=False)  # what conditions and measures compile with
     # Partial matches kept per key (None: no cap); beyond it the oldest is dropped and reported.
     max_partial_matches: int | None = None
+    # Fields that order events of equal time before the event id (SQL's ORDER BY time, c, ...; see cep.ties).
+    tie_break: tuple[TieField, ...] = ()
 
     def leaves(self) -> tuple[StageSpec, ...]:
         """Every plain stage in matching order, group members included (the names events are matched under)."""
@@ -143,6 +146,10 @@ def parse_pattern(raw: object) -> PatternSpec:
         raise PatternError("pattern", "stages", "a non-empty list of stages", stages_raw)
     within = _within(raw.get("within"))
     cap = _cap(raw)
+    try:
+        tie_break = parse_tie_break(raw.get("tie_break"))
+    except TieBreakError as error:
+        raise PatternError("pattern", "tie_break", error.expected, error.got) from None
     names: list[str] = []  # every name in the pattern, groups' too: all must differ
     leaves: list[str] = []  # the names events are matched under (stage functions name these)
     _collect_names(stages_raw, "stages", names, leaves, depth=0)
@@ -158,7 +165,7 @@ def parse_pattern(raw: object) -> PatternSpec:
             "pattern", "stages", f"at most {MAX_STATES:,} automaton states (a quantifier repeats its stage's states, "
             "a group's rounds repeat all its members)", f"about {size:,}",
         )  # fmt: skip
-    return PatternSpec(stages, within, skip, functions, cap)
+    return PatternSpec(stages, within, skip, functions, cap, tie_break)
 
 
 # Quantifiers unroll into states, and groups multiply their members' states by their rounds, so nested groups

@@ -22,6 +22,7 @@ import orjson
 from sparkcep.cep import Matcher, Result, compile_matcher
 from sparkcep.cep.conditions import Scope
 from sparkcep.core.logic import SKIP, Record, RuleLogic, State
+from sparkcep.core.ties import order_ties
 from sparkcep.expr import Expression, compile_expression
 from sparkcep.ids import output_id
 from sparkcep.rules.aggregate import format_decimal
@@ -67,6 +68,8 @@ class PatternLogic(RuleLogic):
             else {}
             for v, m in zip(ordered, self._matchers, strict=True)
         ]
+        if any(v.pattern.get("tie_break") for v in ordered):
+            order_ties(self)  # equal times go by fields (SQL's ORDER BY rowtime, price): see sparkcep.core.ties
 
     def version_at(self, time: int) -> int:
         return bisect.bisect_right(self._starts, time) - 1

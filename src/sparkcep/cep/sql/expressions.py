@@ -14,16 +14,20 @@ SQL                        in ``DEFINE V AS ...``                      in MEASUR
 ``FIRST(x, n)``            ``nth(n).x``                                ``nth(n).x``
 ``PREV(V.x, n)``           ``prev(n).x`` (n rows before this one)      refused
 ``SUM(A.x)`` ...           ``sum(A.x)`` (running when A is V)          ``sum(A.x)``
+``SUM(A.x * A.y)`` ...     ``sum_of(A, x * y)`` (running when A is V)  ``sum_of(A, x * y)``
+``SUM(x)``, ``COUNT(*)``   ``sum_of(x)``, ``count_of(1)`` (all rows)   the same
 ``COUNT(A.*)``             ``count(A)``                                ``count(A)``
 ``MATCH_ROWTIME()``        refused                                     ``match_rowtime()``
 =========================  ==========================================  ===============================
 
-Where the variable being defined is read through a function, its stage gets ``"running": true``.
+Where the variable being defined is read through a function, its stage gets ``"running": true``. FIRST and LAST
+take an expression of one variable too: ``LAST(A.x * A.y, 1)`` is ``last(A, 1).x * last(A, 1).y``, every column
+read from the same row.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from sparkcep.cep.sql import syntax as sx
 from sparkcep.cep.sql.errors import SqlError
@@ -38,6 +42,8 @@ SCALARS = {
     "REGEXP": "regexp_like",
 }  # fmt: skip
 _AGGREGATES = ("SUM", "AVG", "MIN", "MAX", "COUNT")
+# What may not appear inside FIRST/LAST or an aggregate: their value comes from one row.
+_NOT_NESTED = frozenset({"FIRST", "LAST", "PREV", "NEXT", "MATCH_ROWTIME", "MATCH_PROCTIME", *_AGGREGATES})
 _REFUSED = {
     "NEXT": "NEXT looks at rows after the current one, which a stream has not seen (refused, as in Flink)",
     "CLASSIFIER": "CLASSIFIER() belongs to ALL ROWS PER MATCH (not supported, as in Flink)",
@@ -51,12 +57,24 @@ _REFUSED = {
 class ExpressionTranslator:
     """Translates one DEFINE condition (``current`` = its variable) or one measure (``current`` None)."""
 
-    def __init__(self, clause: str, order: dict[str, int], current: str | None, subject: str) -> None:
+    def __init__(
+        self,
+        clause: str,
+        order: dict[str, int],
+        current: str | None,
+        subject: str,
+        stages: Mapping[str, str] | None = None,
+    ) -> None:
         self.clause = clause
         self.order = order  # pattern variable -> position in the pattern
+        self.stages = stages or {}  # pattern variable -> stage name, when back quotes made them differ
         self.current = current
         self.subject = subject  # "DEFINE B" / "measure 'total'": named in messages
         self.running = False  # the condition reads its own variable through a function
+        # Inside FIRST/LAST(expression): the row its columns are read from (first(A), prev(1), ...).
+        self.row: ea.Node | None = None
+        # Inside an aggregate of an expression: its columns are fields of the row being aggregated.
+        self.each_row = False
 
     def fail(self, node: sx.Node, expected: str, got: str) -> SqlError:
         return SqlError(self.clause, f"{expected} (in {self.subject})", got, node.line, node.column)
@@ -85,7 +103,15 @@ class ExpressionTranslator:
         if name == self.current and reads_rows:
             self.running = True
 
+    def stage(self, variable: str) -> ea.Field:
+        """A pattern variable as the stage argument of a stage function."""
+        return ea.Field((self.stages.get(variable, variable),))
+
     def column(self, node: sx.Column) -> ea.Node:
+        if self.row is not None:
+            return ea.Member(self.row, node.name)
+        if self.each_row:
+            return ea.Field((node.name,))
         if node.variable is None:
             if self.current is not None:
                 return ea.Field((node.name,))
@@ -93,7 +119,7 @@ class ExpressionTranslator:
         self.variable(node, node.variable, reads_rows=False)
         if node.variable == self.current:
             return ea.Field((node.name,))  # the row under test
-        return ea.Member(ea.Call("last", (ea.Field((node.variable,)),)), node.name)
+        return ea.Member(ea.Call("last", (self.stage(node.variable),)), node.name)
 
     # -- calls
 
@@ -142,21 +168,48 @@ class ExpressionTranslator:
     def single_column(self, node: sx.Call) -> sx.Column:
         argument = node.args[0] if node.args else None
         if not isinstance(argument, sx.Column):
-            shape = f"{node.name}(A.price)" + (f" or {node.name}(A.*)" if node.name == "COUNT" else "")
-            raise self.fail(node, f"one column as the argument of {node.name}, e.g. {shape}", "another argument")
+            expected = f"one column as the argument of {node.name}, e.g. {node.name}(A.price)"
+            raise self.fail(node, expected, "another argument")
         return argument
 
+    def one_variable(self, node: sx.Call, argument: sx.Node) -> str | None:
+        """The one pattern variable whose columns ``argument`` (of FIRST, LAST or an aggregate) reads, None for
+        bare columns (every row of the match); refuses columns of two variables and navigation inside, as Flink
+        does: the value must come from one row."""
+        variables: dict[str | None, sx.Node] = {}
+        for inner in sx.walk(argument):
+            if isinstance(inner, sx.AllColumns):
+                raise self.fail(inner, f"a value in {node.name}() ('*' only in COUNT(*) and COUNT(A.*))", "'*'")
+            if isinstance(inner, sx.Call) and inner.name in _NOT_NESTED:
+                raise self.fail(inner, f"no navigation or aggregate inside {node.name}()", f"{inner.name}()")
+            if isinstance(inner, sx.Column):
+                variables.setdefault(inner.variable, inner)
+        if len(variables) > 1:
+            names = " and ".join("bare columns" if name is None else name for name in variables)
+            raise self.fail(node, f"columns of one pattern variable in {node.name}() (as in Flink)", names)
+        variable = next(iter(variables), None)
+        if variable is not None:
+            self.variable(variables[variable], variable, reads_rows=True)
+        return variable
+
     def navigation(self, node: sx.Call) -> ea.Node:
-        column = self.single_column(node)
+        """``FIRST(A.price + A.tax, n)``: the expression over one row, the n-th of A from its start (or end)."""
+        if not node.args:
+            raise self.fail(node, f"{node.name}(column) or {node.name}(column, n)", "no arguments")
         offset = self.offset(node, 0)
-        if column.variable is None:  # the default variable: every row of the match so far
-            row = ea.Call("nth" if node.name == "FIRST" else "prev", (ea.Number(offset),))
-            return ea.Member(row, column.name)
-        self.variable(column, column.variable, reads_rows=True)
-        args: tuple[ea.Node, ...] = (ea.Field((column.variable,)),)
-        if offset:
-            args += (ea.Number(offset),)
-        return ea.Member(ea.Call(node.name.lower(), args), column.name)
+        variable = self.one_variable(node, node.args[0])
+        if variable is None:  # the default variable: every row of the match so far
+            row: ea.Node = ea.Call("nth" if node.name == "FIRST" else "prev", (ea.Number(offset),))
+        else:
+            args: tuple[ea.Node, ...] = (self.stage(variable),)
+            if offset:
+                args += (ea.Number(offset),)
+            row = ea.Call(node.name.lower(), args)
+        self.row = row
+        try:
+            return self.translate(node.args[0])
+        finally:
+            self.row = None
 
     def previous(self, node: sx.Call) -> ea.Node:
         if self.current is None:
@@ -171,19 +224,28 @@ class ExpressionTranslator:
         return ea.Member(ea.Call("prev", (ea.Number(offset),)), column.name)
 
     def aggregate(self, node: sx.Call) -> ea.Node:
+        """``SUM(A.price)`` -> ``sum(A.price)``; an expression (``SUM(A.price * A.qty)``) or bare columns
+        (``SUM(price)``, every row of the match) -> ``sum_of(A, price * qty)`` / ``sum_of(price)``;
+        ``COUNT(*)`` -> ``count_of(1)``."""
         if len(node.args) != 1:
             raise self.fail(node, f"one argument to {node.name}", f"{len(node.args)} arguments")
         argument = node.args[0]
         if node.name == "COUNT" and isinstance(argument, sx.AllColumns):
             if argument.variable is None:
-                raise self.fail(node, "COUNT(A.*) over a pattern variable", "COUNT(*)")
+                return ea.Call("count_of", (ea.Number(1),))  # every row of the match
             self.variable(argument, argument.variable, reads_rows=True)
-            return ea.Call("count", (ea.Field((argument.variable,)),))
-        column = self.single_column(node)
-        if column.variable is None:
-            raise self.fail(column, f"a column of a pattern variable, e.g. {node.name}(A.{column.name})", column.name)
-        self.variable(column, column.variable, reads_rows=True)
-        return ea.Call(node.name.lower(), (ea.Field((column.variable, column.name)),))
+            return ea.Call("count", (self.stage(argument.variable),))
+        variable = self.one_variable(node, argument)
+        if variable is not None and isinstance(argument, sx.Column):
+            stage = self.stages.get(variable, variable)
+            return ea.Call(node.name.lower(), (ea.Field((stage, argument.name)),))
+        self.each_row = True
+        try:
+            value = self.translate(argument)
+        finally:
+            self.each_row = False
+        args = (value,) if variable is None else (self.stage(variable), value)
+        return ea.Call(f"{node.name.lower()}_of", args)
 
     # -- operators
 

@@ -3,7 +3,8 @@
 Grammar (keywords case-insensitive, identifiers bare or in back quotes)::
 
     query    := SELECT ("*" | column ("," column)*) FROM name MATCH_RECOGNIZE "(" body ")" [[AS] name] [";"]
-    body     := [PARTITION BY column ("," column)*] [ORDER BY column [ASC | DESC]]
+    body     := [PARTITION BY column ("," column)*]
+                [ORDER BY column [ASC] ("," column [ASC | DESC] [NULLS (FIRST | LAST)])*]
                 [MEASURES expr AS name ("," expr AS name)*] [ONE ROW PER MATCH | ALL ROWS PER MATCH]
                 [AFTER MATCH SKIP (PAST LAST ROW | TO NEXT ROW | TO FIRST var | TO LAST var | TO var)]
                 PATTERN "(" pattern ")" [WITHIN INTERVAL 'n' unit [TO unit]]
@@ -14,20 +15,21 @@ Grammar (keywords case-insensitive, identifiers bare or in back quotes)::
 Nesting (parentheses, calls, CASE, NOT and minus chains) is limited to MAX_DEPTH levels, so the parser and
 everything recursive downstream stay far from Python's recursion limit. What Flink does not support either
 (alternation, PERMUTE, exclusion, anchors, SUBSET, ALL ROWS PER MATCH) is refused with the clause named.
+``SELECT * FROM (query)`` is read as the query; any other query around it is refused (see ``outer``).
 """
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 from sparkcep.cep.sql import syntax as sx
 from sparkcep.cep.sql.errors import SqlError
+from sparkcep.cep.sql.intervals import UNIT_ORDER, interval_ms
+from sparkcep.cep.sql.outer import inner_query
 from sparkcep.cep.sql.tokens import Token, tokenize
 
 MAX_DEPTH = 64
 _COMPARE = ("=", "<>", "!=", "<", "<=", ">", ">=")
-_UNITS_MS = {"DAY": 86_400_000, "HOUR": 3_600_000, "MINUTE": 60_000, "SECOND": 1000}
-_UNIT_ORDER = ("DAY", "HOUR", "MINUTE", "SECOND")
 # Words that end an expression or start a clause: never read as a column name.
 _RESERVED = frozenset(
     {
@@ -42,7 +44,7 @@ def parse_query(text: str) -> sx.Query:
     """The syntax tree of a MATCH_RECOGNIZE query; raises SqlError naming the clause, line and column."""
     if not isinstance(text, str):
         raise SqlError("SELECT", "the query as text", type(text).__name__)
-    return _Parser(tokenize(text)).query()
+    return _Parser(inner_query(tokenize(text))).query()
 
 
 class _Parser:
@@ -125,7 +127,7 @@ class _Parser:
         self.clause = "MATCH_RECOGNIZE"
         self.expect_op("(", " after MATCH_RECOGNIZE")
         partition = self.partition_by()
-        order = self.order_by()
+        order, tie_break = self.order_by()
         measures = self.measures()
         self.rows_per_match()
         skip = self.after_match()
@@ -145,7 +147,7 @@ class _Parser:
         if self.peek().kind != "end":
             raise self.fail("end of the query")
         return sx.Query(
-            select, table, partition, order, measures, skip, pattern, within, defines, alias,
+            select, table, partition, order, measures, skip, pattern, within, defines, alias, tie_break,
             line=start.line, column=start.column,
         )  # fmt: skip
 
@@ -190,9 +192,10 @@ class _Parser:
         self.expect_word("BY")
         return self.column_list()
 
-    def order_by(self) -> sx.Column | None:
+    def order_by(self) -> tuple[sx.Column | None, tuple[sx.OrderItem, ...]]:
+        """The time column (ascending) and the columns that order rows of equal time (as Flink sorts them)."""
         if not self.peek().is_word("ORDER"):
-            return None
+            return None, ()
         self.clause = "ORDER BY"
         self.advance()
         self.expect_word("BY")
@@ -200,9 +203,17 @@ class _Parser:
         if self.peek().is_word("DESC"):
             raise self.fail("ascending order on the time column (ASC or nothing), as Flink requires")
         self.word("ASC")
-        if self.peek().is_op(","):
-            raise self.fail("one column, the event time (ties are broken by event id)")
-        return column
+        ties: list[sx.OrderItem] = []
+        while self.op(","):
+            tie = self.plain_column()
+            descending = self.word("DESC")
+            if not descending:
+                self.word("ASC")
+            nulls_first = None
+            if self.word("NULLS"):
+                nulls_first = self.expect_word("FIRST", "LAST").is_word("FIRST")
+            ties.append(sx.OrderItem(tie.name, descending, nulls_first, line=tie.line, column=tie.column))
+        return column, tuple(ties)
 
     def measures(self) -> tuple[sx.Measure, ...]:
         if not self.peek().is_word("MEASURES"):
@@ -366,43 +377,21 @@ class _Parser:
         if literal.kind != "string":
             raise self.fail("a quoted amount after INTERVAL, e.g. INTERVAL '10' SECOND")
         self.advance()
-        first = self.expect_word(*_UNIT_ORDER, "YEAR", "MONTH")
+        first = self.expect_word(*UNIT_ORDER, "YEAR", "MONTH")
         if first.is_word("YEAR", "MONTH"):
             raise self.refuse("a DAY, HOUR, MINUTE or SECOND interval (months vary in length)", first)
         units = [first.value.upper()]
         if self.word("TO"):
-            last = self.expect_word(*_UNIT_ORDER).value.upper()
-            span = _UNIT_ORDER[_UNIT_ORDER.index(units[0]) : _UNIT_ORDER.index(last) + 1]
+            last = self.expect_word(*UNIT_ORDER).value.upper()
+            span = UNIT_ORDER[UNIT_ORDER.index(units[0]) : UNIT_ORDER.index(last) + 1]
             if len(span) < 2:
                 raise self.refuse(f"a later unit than {units[0]} after TO", self.tokens[self.index - 1])
             units = list(span)
-        amount = self.interval_amount(literal, units)
+        amount = interval_ms(literal, units)
         if amount <= 0:
             raise self.refuse("a positive interval", literal)
         del start
         return amount
-
-    def interval_amount(self, literal: Token, units: list[str]) -> int:
-        text = literal.value.strip()
-        parts = text.replace(" ", ":", 1).split(":") if units[0] == "DAY" and len(units) > 1 else text.split(":")
-        shape = {1: "'10'", 2: "'1:30'", 3: "'1:30:00'", 4: "'1 02:30:00'"}[len(units)]
-        if len(parts) != len(units):
-            raise self.refuse(f"an amount like {shape} for {' TO '.join((units[0], units[-1]))}", literal)
-        total = Decimal(0)
-        for part, unit in zip(parts, units, strict=True):
-            fraction_ok = unit == "SECOND"
-            valid = part.isdigit() or (fraction_ok and part.replace(".", "", 1).isdigit() and part.count(".") == 1)
-            if not valid or len(part) > 12:
-                raise self.refuse(
-                    f"whole {unit.lower()}s{' (or seconds with a fraction)' if fraction_ok else ''} in {shape}", literal
-                )
-            try:
-                total += Decimal(part) * _UNITS_MS[unit]
-            except InvalidOperation:  # pragma: no cover - digits always convert
-                raise self.refuse("a number", literal) from None
-        if total != total.to_integral_value():
-            raise self.refuse("an interval of whole milliseconds", literal)
-        return int(total)
 
     # -- DEFINE
 

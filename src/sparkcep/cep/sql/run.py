@@ -1,9 +1,9 @@
 """Run a MATCH_RECOGNIZE query over a list of rows in one go: the reference for tests and for trying a query.
 
 Rows are partitioned by the PARTITION BY columns (partitions in order of first appearance), ordered by the
-ORDER BY column (epoch milliseconds) and then by ``id`` (the input position when rows have none), and matched
-with the same matcher the job uses. Each match gives ONE ROW PER MATCH: the partition columns and the
-measures, in the SELECT's order, as raw Python values.
+ORDER BY column (epoch milliseconds), rows of equal time by the ORDER BY columns after it, then by ``id`` (the
+input position when rows have none), and matched with the same matcher the job uses. Each match gives ONE ROW
+PER MATCH: the partition columns and the measures, in the SELECT's order, as raw Python values.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from sparkcep.cep.nfa import Matcher, Result
 from sparkcep.cep.spec import parse_pattern
 from sparkcep.cep.sql.errors import SqlError
 from sparkcep.cep.sql.translate import compile_match_recognize
+from sparkcep.cep.ties import TieField, tie_ordered
 from sparkcep.expr import compile_expression
 
 
@@ -44,7 +45,8 @@ def run_match_recognize(
         found: list[Result] = []
         state = matcher.initial()
         members.sort(key=lambda member: (member[0], member[1]))
-        for time, event_id, fields in members:
+        ordered = _tie_ordered(members, spec.tie_break) if spec.tie_break else members
+        for time, event_id, fields in ordered:
             state = matcher.advance_through(state, time, found)
             state = matcher.process(state, time, event_id, fields, found)
         if spec.within_ms is not None and members:
@@ -59,6 +61,21 @@ def run_match_recognize(
             rows.append({column: row[column] for column in compiled.columns})
         del key
     return rows
+
+
+def _tie_ordered(
+    members: list[tuple[int, str, dict[str, Any]]], tie_break: tuple[TieField, ...]
+) -> list[tuple[int, str, dict[str, Any]]]:
+    """Rows sorted by time then id, each run of equal time reordered by the ORDER BY columns after the time."""
+    ordered: list[tuple[int, str, dict[str, Any]]] = []
+    start = 0
+    while start < len(members):
+        end = start
+        while end < len(members) and members[end][0] == members[start][0]:
+            end += 1
+        ordered.extend(tie_ordered(members[start:end], tie_break, lambda member: member[2]))
+        start = end
+    return ordered
 
 
 def _hashable(value: Any) -> Any:

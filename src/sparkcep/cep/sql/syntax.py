@@ -96,6 +96,17 @@ class Case(Node):
     default: Node | None
 
 
+def walk(node: Node) -> list[Node]:
+    """``node`` and every node under it (expressions nest only so deep: the parser bounds their depth)."""
+    found = [node]
+    for value in vars(node).values():
+        for item in value if isinstance(value, tuple) else (value,):
+            for inner in item if isinstance(item, tuple) else (item,):
+                if isinstance(inner, Node):
+                    found.extend(walk(inner))
+    return found
+
+
 # -- row pattern
 
 
@@ -139,6 +150,15 @@ class Skip(Node):
 
 
 @dataclass(frozen=True)
+class OrderItem(Node):
+    """A column after the time column in ORDER BY: it orders rows of equal time."""
+
+    name: str
+    descending: bool = False
+    nulls_first: bool | None = None  # None: as the direction implies (nulls are the smallest value)
+
+
+@dataclass(frozen=True)
 class SelectItem(Node):
     qualifier: str | None
     name: str
@@ -156,6 +176,7 @@ class Query(Node):
     within_ms: int | None
     defines: tuple[tuple[Variable, Node], ...]
     alias: str | None
+    tie_break: tuple[OrderItem, ...] = ()  # ORDER BY's columns after the time column
 
     def partition_names(self) -> tuple[str, ...]:
         return tuple(column.name for column in self.partition)

@@ -24,6 +24,7 @@ without quantifier is just its variables.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,12 +32,14 @@ from typing import Any
 from sparkcep.cep.conditions import pattern_functions
 from sparkcep.cep.spec import PatternError, compile_condition, parse_pattern
 from sparkcep.cep.sql import syntax as sx
+from sparkcep.cep.sql.between import skip_till_any
 from sparkcep.cep.sql.errors import SqlError
 from sparkcep.cep.sql.expressions import ExpressionTranslator
 from sparkcep.cep.sql.parser import parse_query
 from sparkcep.expr import ExpressionError, ExpressionTypeError, compile_expression, require_boolean, to_text
 
-_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_0123456789")
+_STAGE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NOT_NAME_CHARS = re.compile(r"[^A-Za-z0-9_]")
 OPTION_KEYS = ("max_partial_matches", "unbounded")
 
 
@@ -51,6 +54,9 @@ class CompiledSql:
     measures: dict[str, str] = field(hash=False)
     time_field: str | None
     columns: tuple[str, ...]
+    # Pattern variable (as the query writes it) -> stage name: the same unless back quotes made it a name
+    # stages cannot carry (`A"` -> A_), see _stage_names.
+    variables: dict[str, str] = field(default_factory=dict, hash=False)
 
 
 def compile_match_recognize(sql: str, options: Mapping[str, Any] | None = None) -> CompiledSql:
@@ -65,6 +71,7 @@ class _Translation:
         self.query = query
         self.options = options
         self.order: dict[str, int] = {}  # variable -> position in the pattern
+        self.stages: dict[str, str] = {}  # variable -> its stage name in the pattern JSON
         self.groups = 0
 
     def run(self) -> CompiledSql:
@@ -79,10 +86,11 @@ class _Translation:
                 query.column,
             )
         self.collect(query.pattern)
+        self.stages = _stage_names(tuple(self.order))
         defines = self.defines()
         elements = _flatten(query.pattern)
         self.check_shape(elements)
-        elements, any_after = self.skip_till_any(elements, defines)
+        elements, any_after = skip_till_any(query, elements, set(defines))
         stages = [self.element(item, index == 0, defines) for index, item in enumerate(elements)]
         for index in any_after:
             stages[index]["contiguity"] = "followed_by_any"
@@ -90,12 +98,15 @@ class _Translation:
         if query.within_ms is not None:
             pattern["within"] = query.within_ms
         pattern["skip"] = self.skip()
+        tie_break = self.tie_break(query.order.name)
+        if tie_break:
+            pattern["tie_break"] = tie_break
         pattern.update(self.checked_options())
         self.check_bounded(elements)
         spec = _validated(pattern)
         measures = self.measures(spec.functions, frozenset(spec.stage_names()))
         columns = self.columns(key, measures)
-        return CompiledSql(pattern, key, measures, query.order.name, columns)
+        return CompiledSql(pattern, key, measures, query.order.name, columns, dict(self.stages))
 
     # -- clauses
 
@@ -107,12 +118,25 @@ class _Translation:
             names.append(column.name)
         return tuple(names)
 
+    def tie_break(self, time_column: str) -> list[dict[str, Any]]:
+        """ORDER BY's columns after the time column: rows of equal time are matched in their order (then by id)."""
+        found: list[dict[str, Any]] = []
+        seen = {time_column}
+        for item in self.query.tie_break:
+            name = item.name
+            if name in seen:
+                raise SqlError("ORDER BY", "each column once", repr(name), item.line, item.column)
+            seen.add(name)
+            entry: dict[str, Any] = {"field": name}
+            if item.descending:
+                entry["descending"] = True
+            if item.nulls_first is not None:
+                entry["nulls_first"] = item.nulls_first
+            found.append(entry)
+        return found
+
     def collect(self, node: sx.Node) -> None:
         if isinstance(node, sx.Variable):
-            if not set(node.name) <= _NAME_CHARS or node.name[0].isdigit():
-                raise SqlError(
-                    "PATTERN", "a variable name of letters, digits and '_'", repr(node.name), node.line, node.column
-                )
             if node.name in self.order:
                 raise SqlError(
                     "PATTERN", "each variable once (as in Flink; define a second variable with the same condition)",
@@ -128,7 +152,7 @@ class _Translation:
     def defines(self) -> dict[str, tuple[str, bool]]:
         """Variable -> (condition text, running)."""
         found: dict[str, tuple[str, bool]] = {}
-        functions = pattern_functions(tuple(self.order))
+        functions = pattern_functions(tuple(self.stages.values()))
         for variable, condition in self.query.defines:
             if variable.name not in self.order:
                 raise SqlError(
@@ -139,7 +163,9 @@ class _Translation:
                 raise SqlError(
                     "DEFINE", "each variable defined once", repr(variable.name), variable.line, variable.column
                 )
-            translator = ExpressionTranslator("DEFINE", self.order, variable.name, f"DEFINE {variable.name}")
+            translator = ExpressionTranslator(
+                "DEFINE", self.order, variable.name, f"DEFINE {variable.name}", self.stages
+            )
             text = to_text(translator.translate(condition))
             _compiles("DEFINE", f"DEFINE {variable.name}", text, functions, variable)
             found[variable.name] = (text, translator.running)
@@ -153,7 +179,7 @@ class _Translation:
                     "MEASURES", "a name not used by another measure or a PARTITION BY column", repr(measure.name),
                     measure.line, measure.column,
                 )  # fmt: skip
-            translator = ExpressionTranslator("MEASURES", self.order, None, f"measure {measure.name!r}")
+            translator = ExpressionTranslator("MEASURES", self.order, None, f"measure {measure.name!r}", self.stages)
             text = to_text(translator.translate(measure.expression))
             try:
                 compile_condition("output", f"measures.{measure.name}", text, functions, stages, boolean=False)
@@ -194,7 +220,7 @@ class _Translation:
                 f"match without one; here the pattern lets {skip.variable} match no row)",
                 f"TO {which} {skip.variable}", skip.line, skip.column,
             )  # fmt: skip
-        return {"strategy": skip.strategy, "stage": skip.variable}
+        return {"strategy": skip.strategy, "stage": self.stages[skip.variable]}
 
     def checked_options(self) -> dict[str, Any]:
         unknown = sorted(set(self.options) - set(OPTION_KEYS))
@@ -254,46 +280,6 @@ class _Translation:
                 "(otherwise its partial matches could grow without limit)", "an unbounded loop", loop.line, loop.column,
             )  # fmt: skip
 
-    def skip_till_any(
-        self, elements: list[sx.Node], defines: dict[str, tuple[str, bool]]
-    ) -> tuple[list[sx.Node], set[int]]:
-        """``A Z*? B`` with ``Z`` defined nowhere and named nowhere else is the usual way to write "B follows A,
-        other rows in between" in SQL: it compiles to B with followed_by_any contiguity (the same matches under
-        every AFTER MATCH strategy, without a loop that records every row in between). Returns the elements left
-        and the indexes (among them) of the variables that now follow by followed_by_any."""
-        kept: list[sx.Node] = []
-        any_after: set[int] = set()
-        for index, item in enumerate(elements):
-            after = elements[index + 1] if index + 1 < len(elements) else None
-            if index > 0 and after is not None and self._skips_till(item, after, defines):
-                any_after.add(len(kept))  # the next element takes this place
-                continue
-            kept.append(item)
-        return kept, any_after
-
-    def _skips_till(self, item: sx.Node, after: sx.Node, defines: dict[str, tuple[str, bool]]) -> bool:
-        if not (isinstance(item, sx.Quantified) and isinstance(item.item, sx.Variable)):
-            return False
-        if (item.low, item.high, item.reluctant) != (0, None, True):
-            return False
-        name = item.item.name
-        target = after.item if isinstance(after, sx.Quantified) and after.low >= 1 else after
-        if name in defines or not isinstance(target, sx.Variable):
-            return False
-        skip = self.query.skip
-        if skip is not None and skip.variable == name:
-            return False
-        expressions = [condition for _, condition in self.query.defines]
-        expressions.extend(measure.expression for measure in self.query.measures)
-        for node in (found for expression in expressions for found in _nodes(expression)):
-            if isinstance(node, sx.Column | sx.AllColumns) and node.variable == name:
-                return False
-        # PREV on the following variable's first row would read a row in between, which is not recorded.
-        following = [condition for variable, condition in self.query.defines if variable.name == target.name]
-        return not any(
-            isinstance(node, sx.Call) and node.name == "PREV" for condition in following for node in _nodes(condition)
-        )
-
     def element(self, node: sx.Node, first: bool, defines: dict[str, tuple[str, bool]]) -> dict[str, Any]:
         stage: dict[str, Any]
         if isinstance(node, sx.Variable):
@@ -306,7 +292,7 @@ class _Translation:
         fields.pop("greedy", None)  # a group takes no greedy option (Flink CEP's group patterns neither)
         self.groups += 1
         name = f"group_{self.groups}"
-        while name in self.order:
+        while name in self.order or name in self.stages.values():
             self.groups += 1
             name = f"group_{self.groups}"
         stage = {"name": name}
@@ -319,7 +305,7 @@ class _Translation:
     def variable_stage(
         self, name: str, first: bool, defines: dict[str, tuple[str, bool]], fields: dict[str, Any]
     ) -> dict[str, Any]:
-        stage: dict[str, Any] = {"name": name}
+        stage: dict[str, Any] = {"name": self.stages[name]}
         if not first:
             stage["contiguity"] = "next"
         if name in defines:
@@ -331,16 +317,25 @@ class _Translation:
         return stage
 
 
-def _nodes(node: sx.Node) -> list[sx.Node]:
-    """``node`` and every node under it (expressions nest only so deep: the parser bounds their depth)."""
-    found = [node]
-    for value in vars(node).values():
-        items = value if isinstance(value, tuple) else (value,)
-        for item in items:
-            for inner in item if isinstance(item, tuple) else (item,):
-                if isinstance(inner, sx.Node):
-                    found.extend(_nodes(inner))
-    return found
+def _stage_names(variables: tuple[str, ...]) -> dict[str, str]:
+    """Each pattern variable's stage name. A back-quoted variable may be any text (`A"`, `price drop`), a stage
+    name is an identifier (it appears in expressions such as ``last(A).price`` and in match records): other
+    characters become '_' (a leading digit gets 'v_' before it), and a number is added when that name is taken.
+    Plain names keep theirs, so the usual query compiles exactly as written."""
+    taken = {name for name in variables if _STAGE_NAME.fullmatch(name)}
+    names: dict[str, str] = {}
+    for variable in variables:
+        if _STAGE_NAME.fullmatch(variable):
+            names[variable] = variable
+            continue
+        base = _NOT_NAME_CHARS.sub("_", variable)
+        base = base if _STAGE_NAME.fullmatch(base) else f"v_{base}"
+        name, number = base, 2
+        while name in taken:
+            name, number = f"{base}_{number}", number + 1
+        taken.add(name)
+        names[variable] = name
+    return names
 
 
 def _flatten(node: sx.Node) -> list[sx.Node]:
@@ -424,7 +419,10 @@ def _compiles(clause: str, subject: str, text: str, functions: Any, at: sx.Node)
         ) from None
 
 
-_CLAUSES = {"where": "DEFINE", "skip": "AFTER MATCH SKIP", "skip.stage": "AFTER MATCH SKIP", "within": "WITHIN"}
+_CLAUSES = {
+    "where": "DEFINE", "skip": "AFTER MATCH SKIP", "skip.stage": "AFTER MATCH SKIP", "within": "WITHIN",
+    "tie_break": "ORDER BY",
+}  # fmt: skip
 
 
 def _validated(pattern: dict[str, Any]) -> Any:
