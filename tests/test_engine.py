@@ -196,7 +196,7 @@ def test_event_behind_the_watermark_is_reported_late_not_processed() -> None:
     [
         ("{not json", "malformed JSON"),
         ("[1, 2]", "expected a JSON object, got list"),
-        ('{"event_type": "TRACK", "device_id": "d"}', "'occurred_at': expected event time, got nothing"),
+        ('{"event_type": "TRACK", "device_id": "d"}', "'occurred_at': expected an event time, got nothing"),
         ('{"event_type": "TRACK", "device_id": "d", "occurred_at": 1.5}', "got 1.5 (float)"),
         ('{"event_type": "TRACK", "device_id": "d", "occurred_at": "yesterday"}', "got 'yesterday' (str)"),
         ('{"device_id": "d", "occurred_at": 5}', "'event_type': expected the event type as a string"),

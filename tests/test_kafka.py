@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from kafka_topics import create_topic, produce
 from test_spark import wait_for
 
 from sparkcep import oracle
@@ -26,38 +27,6 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    # Events of 2024 are older than a broker's default retention: keep them, or they vanish mid-test.
-    new = NewTopic(topic, num_partitions=partitions, replication_factor=1, config={"retention.ms": "-1"})
-    for future in admin.create_topics([new]).values():
-        future.result()
-
-
-def produce(
-    bootstrap: str,
-    topic: str,
-    records: list[tuple[int, str | bytes]],
-    time_field: str = "occurred_at",
-    timestamps: dict[str, int] | None = None,
-) -> None:
-    """``(partition, value)`` records; the record timestamp carries the event time (from the value, or from
-    ``timestamps`` by value)."""
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for partition, value in records:
-        try:
-            timestamp = (timestamps or {}).get(value) or parse_event_time(json.loads(value)[time_field])
-        except (ValueError, KeyError, TypeError):
-            timestamp = 0
-        raw = value if isinstance(value, bytes) else value.encode()
-        producer.produce(topic, value=raw, partition=partition, timestamp=timestamp)
-    producer.flush()
 
 
 def consume_all(bootstrap: str, topic: str) -> list[Any]:

@@ -176,7 +176,7 @@ class Program:
         """The event time of ``obj``, or the reason it has none."""
         raw_time = obj.get(self.time_field)
         if raw_time is None and self.time_field not in obj:
-            return 0, f"field {self.time_field!r}: expected event time, got nothing (field missing)"
+            return 0, f"field {self.time_field!r}: expected an event time, got nothing (field missing)"
         time = read_event_time(raw_time)
         if time is None:
             return 0, f"field {self.time_field!r}: expected {EXPECTED_EVENT_TIME}, got {describe(raw_time)}"
