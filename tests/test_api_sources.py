@@ -98,3 +98,36 @@ def _silent(spark: SparkSession) -> bool:
         return False
     found: list[Any] = spark.table("api_rate").where("kind = 'output'").collect()
     return any(json.loads(row["record"])["event_type"] == "SILENT" for row in found)
+
+
+def test_the_cli_path_and_detect_give_identical_outputs_late_events_and_dead_letters(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """``sparkcep run``'s pipeline and a streaming ``detect`` over the same files, a file per micro-batch in the
+    same order: a file of old events read last is late in both, and bad lines are dead letters in both."""
+    from test_spark import bounded_run, write_batches
+
+    from sparkcep.outputs import read_all_outputs, read_jsonl_dir
+
+    generate_orders(tmp_path / "orders", 2_000, seed=3, files=1, mean_gap_ms=1_200_000)
+    lines = list(oracle.read_dir(tmp_path / "orders"))
+    old = [text for text in lines[:200] if json.loads(text)["event_type"] == "PARCEL_SHIPPED"][:20]
+    newer = [text for text in lines if text not in old]
+    batches = [newer[:700], newer[700:1400] + BAD_LINES, newer[1400:], old]
+    write_batches(tmp_path / "in", batches)
+
+    summary = bounded_run(spark, ORDER_RULES, tmp_path / "in", tmp_path / "cli")
+    assert summary.late == len(old) and summary.dead_letters == len(BAD_LINES)
+    cli_outputs = read_all_outputs(tmp_path / "cli" / "out")
+    cli_late = sorted(r["line"] for r in read_jsonl_dir(tmp_path / "cli" / "out" / "_late"))
+    cli_dead = sorted((r["line"], r["reason"]) for r in read_jsonl_dir(tmp_path / "cli" / "out" / "_deadletter"))
+
+    stream = spark.readStream.option("maxFilesPerTrigger", 1).text(str(tmp_path / "in"))
+    found = detect(stream, ORDER_RULES, buckets=8, control_dir=tmp_path / "api-control")
+    through = oracle.evaluate(ORDER_RULES, lines, watermark_delay_ms=DELAY_MS).max_event_time
+    assert through is not None
+    streamed = run_stream(spark, found, "api_vs_cli", through, tmp_path / "api-ck")
+
+    assert records(streamed.where("kind = 'output'")) == cli_outputs
+    assert sorted(json.loads(r["record"])["line"] for r in streamed.where("kind = 'late'").collect()) == cli_late
+    assert dead(streamed.where("kind = 'dead_letter'")) == cli_dead
