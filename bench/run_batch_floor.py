@@ -3,8 +3,9 @@
 
     .venv/bin/python bench/run_batch_floor.py --batches 15
 
-One Spark session (sparkcep's settings: local[2], 2 shuffle partitions, RocksDB state, the warm worker daemon)
-runs, in turns, one-line batches through three plans over Spark's own text file source:
+One Spark session (sparkcep's settings: local[2], 2 shuffle partitions, RocksDB state, the warm worker daemon,
+the renaming checkpoint file manager) runs, in turns, one-line batches through three plans over Spark's own text
+file source:
 
 - ``bare``: the line gets a timestamp and a watermark, is grouped by one of 2 keys and goes through a
   transformWithStateInPandas processor in EventTime mode that reads and writes one value per key and returns one
@@ -33,6 +34,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = ROOT / "examples" / "orders.rules.json"
+RENAMING_FILE_MANAGER = (
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+)
 PHASES = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets", "triggerExecution")
 
 
@@ -192,6 +196,8 @@ def main() -> None:
     from sparkcep.spark.session import SparkSettings, get_or_create_session
 
     spark = get_or_create_session(SparkSettings(master="local[2]", shuffle_partitions=2))
+    # The checkpoint file manager sparkcep run uses for local checkpoints (rename(2), no Hadoop FileContext).
+    spark.conf.set("spark.sql.streaming.checkpointFileManagerClass", RENAMING_FILE_MANAGER)
     rows = {
         "bare": _run_bare(spark, work / "bare", args.batches, with_files=False),
         "bare+files": _run_bare(spark, work / "bare-files", args.batches, with_files=True),
