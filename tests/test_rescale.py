@@ -323,7 +323,8 @@ def test_control_records_the_old_query_had_not_read_go_to_the_new_one(tmp_path: 
 
 def test_a_rescaled_start_reads_from_the_old_offsets_numbers_on_and_sets_its_partitions(tmp_path: Path) -> None:
     from sparkcep.io.kafka.source import KafkaSource
-    from sparkcep.spark.rescale import QueryStart, Rescaled
+    from sparkcep.spark.query_start import QueryStart
+    from sparkcep.spark.rescale import Rescaled
 
     files = '{"files": {"a.jsonl": [3, 3]}, "v": 1}'
     record = Rescaled("file:///old", 4, 2, 4, batch_base=5, watermark_ms=9, input_offsets=files, carried_batches=5)

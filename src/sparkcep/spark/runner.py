@@ -37,7 +37,7 @@ from sparkcep.spark.batches import BatchCollector
 from sparkcep.spark.idle import IdleAdvancer, known_watermark
 from sparkcep.spark.placement import balanced_bucket_keys, identity_bucket_keys
 from sparkcep.spark.query import QuerySpec, build_stream
-from sparkcep.spark.rescale import query_start
+from sparkcep.spark.query_start import query_start
 from sparkcep.spark.rulefeed import RuleFeed, report_unreadable
 from sparkcep.store import RuleStore
 from sparkcep.store.quarantine import quarantine
