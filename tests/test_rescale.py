@@ -19,8 +19,8 @@ import pytest
 from click.testing import CliRunner
 
 from sparkcep.cli import main
+from sparkcep.diagnose import check_checkpoint_complete
 from sparkcep.errors import CheckpointIncomplete
-from sparkcep.failures import check_checkpoint_complete
 from sparkcep.io.files import FileSource
 from sparkcep.io.storage import location
 from sparkcep.rules.model import load_rules

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sparkcep.failures import Diagnosis, Where, diagnose, exception_chain
+from sparkcep.diagnose import Diagnosis, Where, diagnose, exception_chain
 from sparkcep.redaction import redact
 
 KEEP = 50

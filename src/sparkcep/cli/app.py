@@ -20,14 +20,14 @@ from sparkcep.cli.produce import produce as produce_command
 from sparkcep.cli.rescale import rescale as rescale_command
 from sparkcep.cli.rules import rules as rules_group
 from sparkcep.core.pages import DEFAULT_PAGE_KEYS, MAX_PAGE_KEYS
-from sparkcep.errors import SparkcepError
-from sparkcep.failures import (
+from sparkcep.diagnose import (
     Service,
     Where,
     check_checkpoint_complete,
     diagnose,
     postgres_service,
 )
+from sparkcep.errors import SparkcepError
 from sparkcep.io.alignment import DEFAULT_MAX_BATCH_RECORDS
 from sparkcep.io.storage import Location, location
 from sparkcep.redaction import add_secret_variables

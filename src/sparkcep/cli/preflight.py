@@ -4,7 +4,7 @@ and the servers of the job answer within a bounded wait.
 A mistake found here costs a second instead of a Spark start (10-60 s) and a failed query, and leaves nothing
 behind: no input directory created for a mistyped path, no checkpoint for a job that cannot run. Each message is
 two lines, the thing named with what was expected and what came, then ``Fix:``. A PostgreSQL server that does
-not answer raises the driver's error, which :mod:`sparkcep.failures` names like every other unreachable server.
+not answer raises the driver's error, which :mod:`sparkcep.diagnose` names like every other unreachable server.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import click
 
+from sparkcep.diagnose import Where
 from sparkcep.errors import SparkcepError
-from sparkcep.failures import Where
 from sparkcep.runlog import CommandLog
 
 # The key under which the root command's failure handler finds the running command's log (sparkcep.cli.app).

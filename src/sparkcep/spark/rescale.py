@@ -42,8 +42,8 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from sparkcep.diagnose import check_checkpoint_complete
 from sparkcep.errors import CheckpointIncomplete, SparkcepError
-from sparkcep.failures import check_checkpoint_complete
 from sparkcep.io.kafka.offsets import positions
 from sparkcep.io.storage import Location, location
 from sparkcep.spark.placement import balanced_bucket_keys, identity_bucket_keys
@@ -82,7 +82,7 @@ class Rescaled:
     batch_base: int  # NEW's batch n is batch_base + n in file names and metrics
     watermark_ms: int | None  # the watermark the old query would have resumed with (None: it had none yet)
     input_offsets: str | None  # the input reader's offsets (JSON) where the old query stopped; None: it read nothing
-    carried_batches: int  # batch metrics carried over (sparkcep.failures knows NEW has no offsets for them)
+    carried_batches: int  # batch metrics carried over (sparkcep.diagnose knows NEW has no offsets for them)
     rows: dict[str, int] = field(default_factory=dict)  # state rows carried: buckets, pages, timers
     version: int = FORMAT_VERSION
 

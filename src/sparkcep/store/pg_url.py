@@ -100,7 +100,7 @@ def connect(url: str, what: str) -> Iterator[psycopg.Connection[Any]]:
 
 def driver_error_text(what: str, url: str, exc: Exception, wait: str) -> str:
     """The text of a StoreError around a driver error: ``what``, the URL and the driver's words, which
-    :mod:`sparkcep.failures` reads to tell a refused login, an unreachable server and a timeout apart. psycopg's
+    :mod:`sparkcep.diagnose` reads to tell a refused login, an unreachable server and a timeout apart. psycopg's
     own timeout names no server and no wait ("connection timeout expired"): ``wait`` says how long it was."""
     import psycopg
 

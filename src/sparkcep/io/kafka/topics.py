@@ -58,7 +58,7 @@ def partition_counts(admin: AdminClient, bootstrap: str, timeout_s: float, fix: 
     try:
         metadata = admin.list_topics(timeout=timeout_s)
     except KafkaException as exc:
-        # The client's error stays the cause: a job's failure report recognizes it (sparkcep.failures).
+        # The client's error stays the cause: a job's failure report recognizes it (sparkcep.diagnose).
         raise unreachable(bootstrap, exc, timeout_s, fix) from exc
     return {name: len(info.partitions) for name, info in metadata.topics.items() if info.error is None}
 
