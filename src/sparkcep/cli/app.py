@@ -12,7 +12,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import click
 
-from sparkcep.arrival import refuse_backtest
+from sparkcep.arrival import refuse_backtest, time_settings
 from sparkcep.cli import preflight
 from sparkcep.cli.console import console as console_command
 from sparkcep.cli.patterns import patterns as patterns_group
@@ -659,6 +659,8 @@ def run(
         preflight.check_run_places(inputs, output, checkpoint, create_input)  # nothing created before these
         check_checkpoint_complete(checkpoint)
         rules = load_rules(rules_path) if rules_path is not None else None
+        if rules is not None:  # before Spark starts (a store's rules are checked when the job reads them)
+            time_settings(rules.input.time_field, watermark_delay, idle_advance, None if until_caught_up else 1)
         preflight.check_stores(rules_store, alert_stores, connect_timeout)
         store = open_store(rules_store, create=False) if rules_store is not None else None
         inputs.mkdir()

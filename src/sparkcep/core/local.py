@@ -88,6 +88,12 @@ class LocalRunner:
             self._router = (self.program, Router(spec))
         return self._router[1]
 
+    def advance_to(self, watermark: int) -> BatchResult:
+        """What an idle advance does (sparkcep.core.idle): no input, the watermark moves to ``watermark`` (never
+        back) and every timer at or before it fires, at its own time."""
+        self.watermark = max(self.watermark, watermark)
+        return self._process({}, self.watermark, {})
+
     def finish(self) -> BatchResult:
         """End a bounded run: the watermark reaches the largest accepted event time."""
         if self._max_accepted is None:
