@@ -356,3 +356,10 @@ def test_the_command_line_refuses_to_backtest_arrival_rules(tmp_path: Path) -> N
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 1, result.output
     assert "input time_field '@arrival': expected rules on event time for sparkcep backtest" in result.output
+
+
+def test_the_consoles_backtest_refuses_arrival_rules(tmp_path: Path) -> None:
+    from sparkcep.console.backtest import run_backtest
+
+    with pytest.raises(TimeSettingError, match="not replayable"):
+        run_backtest(arrival_rules(SHIPMENT_RULE).rules, tmp_path, None, None, 0)

@@ -17,6 +17,7 @@ a message without a traceback. The whole tree (``tests/test_errors.py`` keeps it
     ├── RescaleError          spark/rescale.py    a checkpoint cannot be rescaled as asked (target not empty, ...)
     ├── PatternError          cep/spec.py         a sequence pattern is invalid (names stage and field)
     │   └── SqlError          cep/sql/errors.py   a MATCH_RECOGNIZE query is invalid (names clause, line, column)
+    ├── TieBreakError         cep/ties.py         a pattern's tie_break is not a list of fields (names what came)
     ├── DecompressionError    core/compression.py a compressed input file is damaged or cut short from some point on
     ├── UnreadableFileError   core/lines.py       the same for the oracle's and `produce`'s line reader (names the file)
     ├── ExpressionError       expr/ast.py         a filter or condition expression cannot be parsed or evaluated
