@@ -363,3 +363,23 @@ def test_the_consoles_backtest_refuses_arrival_rules(tmp_path: Path) -> None:
 
     with pytest.raises(TimeSettingError, match="not replayable"):
         run_backtest(arrival_rules(SHIPMENT_RULE).rules, tmp_path, None, None, 0)
+
+
+def test_a_pipeline_file_with_a_delay_for_arrival_rules_is_refused_before_spark_starts(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from sparkcep.cli.app import main
+
+    _arrival_rule_file(tmp_path)
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text(
+        "source: {type: files, path: in}\nrules: {file: rules.json}\nsinks: {files: out}\ncheckpoint: ck\n"
+        "watermark_delay: 2s\n",
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(main, ["run", "--config", str(pipeline)])
+    assert result.exit_code == 1, result.output
+    assert f"{pipeline}, field 'watermark_delay': expected 0 or nothing with input time_field '@arrival'" in (
+        " ".join(result.output.split())
+    )
+    assert not (tmp_path / "ck").exists()

@@ -715,6 +715,10 @@ def _run_config(
         preflight.check_pipeline(config, config_path, connect_timeout)  # before anything is created
         check_checkpoint_complete(config.checkpoint)
         rules = load_rules(config.rules.file) if config.rules.file is not None else None
+        if rules is not None:  # before Spark starts (a store's rules are checked when the job reads them)
+            bounded = until_caught_up or config.until_caught_up
+            time_settings(rules.input.time_field, config.watermark_delay_ms, config.idle_advance_ms,
+                          None if bounded else 1, delay_flag=f"{config_path}, field 'watermark_delay'")  # fmt: skip
         store = open_store(config.rules.store, create=False) if config.rules.store is not None else None
         job, settings = pipeline_job(config, rules, store, until_caught_up, stop_after)
         if output.spark_ui:

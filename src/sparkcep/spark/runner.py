@@ -158,8 +158,9 @@ class Pipeline:
             self.program = Program(rules)
         # The delay and idle advance this run takes, for its rules' time mode (refused when they contradict it).
         self.time = time_settings(
-            self.program.time_field, config.watermark_delay_ms, config.idle_advance_ms, _trigger_ms(config)
-        )
+            self.program.time_field, config.watermark_delay_ms, config.idle_advance_ms, _trigger_ms(config),
+            delay_flag="--watermark-delay (pipeline files: watermark_delay)",
+        )  # fmt: skip
 
     def _load_rules_from_store(self) -> None:
         assert self.feed is not None
