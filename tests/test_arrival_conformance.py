@@ -14,6 +14,9 @@ carries a time field: the time is the arrival.
   ``tests/conformance/match_recognize/*.json`` (``sql``, ``events`` with ``id``, expected ``rows``), plus
   ``arrival`` per row. Each also runs through ``run_match_recognize``, which reads the ``proctime`` column as
   the rows' times: the one-go reference and the engine on arrival time must agree.
+- The ports of Flink's ITCase queries that Flink runs on processing time (``tests/conformance/match_recognize/``,
+  kept there with an event-time column in arrival order) run here as Flink runs them: ORDER BY proctime, each row
+  arriving at its old rowtime.
 """
 
 from __future__ import annotations
@@ -48,8 +51,9 @@ def _run(document: dict[str, Any], events: list[dict[str, Any]]) -> list[dict[st
     records: list[dict[str, Any]] = []
     for event in events:
         fields = {name: value for name, value in event.items() if name != "arrival"}
-        result = runner.run_batch([json.dumps(fields, default=str)], now_ms=event["arrival"])
-        assert not result.dead and not result.late, (result.dead, result.late)
+        # Fractions are read as Decimal for the comparisons; a line carries them as JSON numbers.
+        result = runner.run_batch([json.dumps(fields, default=float)], now_ms=event["arrival"])
+        assert not result.dead and not result.late and not result.errors, (result.dead, result.late, result.errors)
         records.extend(result.outputs)
     records.extend(runner.finish().outputs)
     return records
@@ -132,9 +136,32 @@ def test_match_recognize_on_arrival_time(case: dict[str, Any]) -> None:
     assert _rows(run_match_recognize(sql, rows, options), compiled.key) == expected, case["name"]
 
 
+# The ports of Flink's ITCase queries that Flink runs on processing time, kept in tests/conformance/match_recognize/
+# with an event-time column in arrival order: run here as Flink runs them, ORDER BY proctime, each row arriving
+# at its old rowtime.
+PORTED_BY_PROCTIME = [
+    case
+    for path in sorted((CASES_DIR.parent / "match_recognize").glob("*.json"))
+    for case in json.loads(path.read_text(encoding="utf-8"), parse_float=Decimal)
+    if "orders by processing time" in case["why"] and "rows" in case
+]
+
+
+@pytest.mark.parametrize("case", PORTED_BY_PROCTIME, ids=[case["name"] for case in PORTED_BY_PROCTIME])
+def test_flinks_processing_time_ports_give_the_same_rows_by_proctime(case: dict[str, Any]) -> None:
+    sql = _sql(case)
+    assert sql.count("ORDER BY rowtime") == 1, case["name"]
+    events = [
+        {**{name: value for name, value in event.items() if name != "rowtime"}, "arrival": event["rowtime"]}
+        for event in case["events"]
+    ]
+    test_match_recognize_on_arrival_time({**case, "sql": sql.replace("ORDER BY rowtime", "ORDER BY proctime"),
+                                          "events": events})  # fmt: skip
+
+
 def test_suite_shape() -> None:
     names = [case["name"] for case in (*CEP_CASES, *SQL_CASES)]
-    assert len(CEP_CASES) >= 5 and len(SQL_CASES) >= 4
+    assert len(CEP_CASES) >= 5 and len(SQL_CASES) >= 4 and len(PORTED_BY_PROCTIME) >= 10
     assert len(names) == len(set(names)), "duplicate case names"
     for case in (*CEP_CASES, *SQL_CASES):
         assert {"name", "why", "events"} <= case.keys(), case.get("name")
