@@ -383,3 +383,11 @@ def test_a_pipeline_file_with_a_delay_for_arrival_rules_is_refused_before_spark_
         " ".join(result.output.split())
     )
     assert not (tmp_path / "ck").exists()
+
+
+def test_a_kafka_source_writes_no_record_timestamp_into_lines_on_arrival_time() -> None:
+    from sparkcep.io.kafka.source import KafkaSource
+
+    source = KafkaSource((("topics", "t"),), time_field_fallback=True)
+    assert source.reader_options("occurred_at")["timefield"] == "occurred_at"
+    assert "timefield" not in source.reader_options(ARRIVAL)
