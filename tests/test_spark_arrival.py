@@ -104,3 +104,24 @@ def test_a_live_job_on_arrival_time_times_lines_by_their_batch_and_fires_wall_cl
     assert kind == "THRESHOLD_EXCEEDED" and at == read_at + 3_000  # the order arrived in the same batch as o2's
     assert seen >= at  # fired once the wall clock passed the deadline, not before
     assert read_jsonl_dir(base / "out" / "_late") == [] and read_jsonl_dir(base / "out" / "_deadletter") == []
+
+
+def test_the_library_runs_a_query_on_proctime_on_arrival_time(spark: SparkSession) -> None:
+    """``detect(frame, sql=...)`` with ORDER BY proctime: a batch frame is one arrival, its rows tie and are
+    matched by event id, MATCH_PROCTIME() is the clock the rows were read at; a delay is refused."""
+    from sparkcep.api import detect
+    from sparkcep.errors import TimeSettingError
+
+    sql = (
+        "SELECT * FROM t MATCH_RECOGNIZE (PARTITION BY k ORDER BY proctime "
+        "MEASURES A.event_id AS a, B.event_id AS b, MATCH_PROCTIME() AS at "
+        "PATTERN (A B) DEFINE A AS kind = 'a', B AS kind = 'b')"
+    )
+    rows = [("e3", "b", "x"), ("e2", "a", "x"), ("e1", "b", "x")]  # input order is not the order matched
+    frame = spark.createDataFrame(rows, "event_id string, kind string, k string")
+    before = int(time.time() * 1000)
+    found = [json.loads(row["record"]) for row in detect(frame, type_field="", sql=sql, buckets=2).outputs.collect()]
+    assert [(r["measures"]["a"], r["measures"]["b"]) for r in found] == [("e2", "e3")]
+    assert before <= found[0]["measures"]["at"] == parse_event_time(found[0]["occurred_at"]) <= time.time() * 1000
+    with pytest.raises(TimeSettingError, match="watermark_delay: expected 0 or nothing"):
+        detect(frame, type_field="", sql=sql, watermark_delay="5s")
