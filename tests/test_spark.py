@@ -469,7 +469,8 @@ def test_rules_changed_in_a_store_reach_the_running_query_and_a_replay_reproduce
     deleted_at = next(r.effective_from_ms for r in exported.rules if r.state == "DELETE")
     assert max(parse_event_time(r["occurred_at"]) for r in live_out if r["rule_id"] == "busy") < deleted_at
     # A replay of the history with the exported rule log reproduces the live alerts exactly.
-    assert live_out == canonical(oracle.evaluate(exported, lines, watermark_delay_ms=config.watermark_delay_ms).outputs)
+    delay = live.time.watermark_delay_ms  # the run's own (the default: none was given)
+    assert live_out == canonical(oracle.evaluate(exported, lines, watermark_delay_ms=delay).outputs)
     replay = bounded_run(spark, exported, tmp_path / "in", tmp_path / "replay", max_files_per_trigger=4)
     assert read_all_outputs(tmp_path / "replay" / "out") == live_out
     assert replay.late == 0
@@ -669,7 +670,8 @@ def test_completion_and_inactivity_rules_changed_in_a_store_while_running_replay
     assert {(r["event_type"], r["rule_version"]) for r in offline} == {("DEVICE_OFFLINE", 1), ("DEVICE_SILENT", 2)}
     assert max(parse_event_time(r["occurred_at"]) for r in devices) < starts["device-offline", 3]
     # A replay of the history with the exported rule log reproduces the live output exactly, on Spark and in Python.
-    assert live_out == canonical(oracle.evaluate(exported, lines, watermark_delay_ms=config.watermark_delay_ms).outputs)
+    delay = live.time.watermark_delay_ms  # the run's own (the default: none was given)
+    assert live_out == canonical(oracle.evaluate(exported, lines, watermark_delay_ms=delay).outputs)
     replay = bounded_run(spark, exported, tmp_path / "in", tmp_path / "replay", max_files_per_trigger=4)
     assert read_all_outputs(tmp_path / "replay" / "out") == live_out
     assert replay.late == 0

@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sparkcep.arrival import ARRIVAL, orders_by_arrival, time_settings
 from sparkcep.cep.builder import Pattern
 from sparkcep.core.control import flush_record
 from sparkcep.core.program import Program
@@ -168,7 +169,7 @@ def detect(
     id_field: str | None = None,
     type_field: str | None = None,
     value_column: str | None = None,
-    watermark_delay: str | int = "5s",
+    watermark_delay: str | int | None = None,
     buckets: int = 32,
     max_time_ahead: str | int | None = DEFAULT_MAX_AHEAD_MS,
     control_dir: str | os.PathLike[str] | None = None,
@@ -193,7 +194,7 @@ def detect(
             watermark_delay, buckets, max_time_ahead, control_dir, partitions,
         )  # fmt: skip
     ruleset = _with_input(_rules_of(rules, sql, key, rule_fields), time_field, id_field, type_field, sql)
-    delay_ms = _duration("watermark_delay", watermark_delay)
+    delay_ms = _delay(ruleset, watermark_delay)
     if not isinstance(buckets, int) or buckets < 1:
         raise ApiError("buckets", "a positive integer", repr(buckets))
     ahead = None if max_time_ahead is None else _duration("max_time_ahead", max_time_ahead)
@@ -233,7 +234,7 @@ def _detect_from_store(
     sql: str | None,
     rule_options: tuple[object, ...],
     value_column: str | None,
-    watermark_delay: str | int,
+    watermark_delay: str | int | None,
     buckets: int,
     max_time_ahead: str | int | None,
     control_dir: str | os.PathLike[str] | None,
@@ -256,13 +257,13 @@ def _detect_from_store(
         raise ApiError("store", "a rule store spec such as 'sqlite:rules.db', or a RuleStore", type(store).__name__)
     spec = None if isinstance(store, RuleStore) else store_spec(store)
     opened = store if isinstance(store, RuleStore) else open_store(store_spec(store), create=False)
-    delay_ms = _duration("watermark_delay", watermark_delay)
     if not isinstance(buckets, int) or buckets < 1:
         raise ApiError("buckets", "a positive integer", repr(buckets))
     ahead = None if max_time_ahead is None else _duration("max_time_ahead", max_time_ahead)
     lines = event_lines(events, value_column)
     if not events.isStreaming:
         program = Program(parse_rules(opened.export()))
+        delay_ms = _delay(program.rules, watermark_delay)
         return _batch(events, lines, program, delay_ms, buckets, ahead, partitions, _key_fields(program.rules))
     if control_dir is None:
         raise ApiError("control_dir", "a directory for the control stream of a streaming frame", "None")
@@ -270,6 +271,7 @@ def _detect_from_store(
     feed = StoreFeed(control.uri, buckets, spec=spec, given=None if spec is not None else opened)
     log = feed.start()
     program = Program(log.rules)
+    delay_ms = _delay(log.rules, watermark_delay)
     return _streaming(
         events.sparkSession, lines, program, delay_ms, buckets, ahead, control.uri, _key_fields(log.rules),
         feed=feed, rules_seq=log.seq,
@@ -322,18 +324,28 @@ def _rules_of(
 def _with_input(
     document: dict[str, Any], time_field: str | None, id_field: str | None, type_field: str | None, sql: str | None
 ) -> RuleSet:
-    """The rule set with the input fields overridden; a query's ORDER BY column is its time field by default."""
+    """The rule set with the input fields overridden; a query's ORDER BY column is its time field by default
+    (``proctime``: arrival time)."""
     given = dict(document.get("input") or {})
     if time_field is None and sql is not None:
         from sparkcep.cep.sql import compile_match_recognize
 
         time_field = compile_match_recognize(sql).time_field
+        if time_field is not None and orders_by_arrival(time_field):
+            time_field = ARRIVAL  # ORDER BY proctime: the query runs on arrival time
     for name, value in (("time_field", time_field), ("id_field", id_field)):
         if value is not None:
             given[name] = value
     if type_field is not None:
         given["type_field"] = type_field or None
     return parse_rules({**document, "input": given})
+
+
+def _delay(rules: RuleSet, watermark_delay: str | int | None) -> int:
+    """The watermark delay for the rules' time mode: as given (5 s when not), 0 on arrival time, where another value
+    is refused (sparkcep.arrival.time_settings)."""
+    given = None if watermark_delay is None else _duration("watermark_delay", watermark_delay)
+    return time_settings(rules.input.time_field, given, None, None, delay_flag="watermark_delay").watermark_delay_ms
 
 
 def _duration(argument: str, value: str | int) -> int:

@@ -183,7 +183,8 @@ class PipelineConfig(_Strict):
     rules: Rules
     sinks: Sinks
     checkpoint: str  # a path (relative to this file) or a URI
-    watermark_delay_ms: DurationMs = Field(default=5_000, alias="watermark_delay")
+    # None: the rules' time mode decides (5 s on event time, 0 on arrival time; see sparkcep.arrival)
+    watermark_delay_ms: DurationMs | None = Field(default=None, alias="watermark_delay")
     # "off" (or null): no bound on how far past the wall clock an event time may lie
     max_time_ahead_ms: int | None = Field(default=DEFAULT_MAX_AHEAD_MS, alias="max_time_ahead")
     trigger: str = "1s"

@@ -27,6 +27,7 @@ from typing import Any, Generic, TypeVar
 
 import orjson
 
+from sparkcep.arrival import ARRIVAL_REASON, is_arrival
 from sparkcep.core.control import BUCKET_FIELD, CONTROL_FIELD
 from sparkcep.core.lines import INVALID_TEXT_REASON, InvalidText, UnreadableFile, is_blank, read_lines
 from sparkcep.core.routing import readable_time
@@ -149,11 +150,12 @@ _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 # one return per check of the contract, in the contract's order, reads best here
 def _parse_line(  # noqa: PLR0911
-    rules: RuleSet, consumed: set[str] | None, line: str
+    rules: RuleSet, consumed: set[str] | None, line: str, arrival: int | None = None
 ) -> tuple[int, str, str, dict[str, object]] | str:
     """Checks 1-5 of the contract: (time, event type, event id, object), or a dead-letter reason.
 
     ``consumed`` is None when some rule consumes every event type; without a type field every event's type is "".
+    ``arrival``: the line's arrival time, its time when the rules run on arrival time (no field is read then).
     """
     spec = rules.input
     try:
@@ -166,13 +168,18 @@ def _parse_line(  # noqa: PLR0911
         return f"not a JSON object: the line is {kind}"
     if obj.get(CONTROL_FIELD) is not None or obj.get(BUCKET_FIELD) is not None:
         return f"fields {CONTROL_FIELD!r} and {BUCKET_FIELD!r} are reserved for sparkcep's control records"
-    raw_time = obj.get(spec.time_field, _MISSING)
-    if raw_time is _MISSING:
-        return _bad_field(spec.time_field, "an event time", raw_time)
-    try:
-        event_time = parse_event_time(raw_time)
-    except SparkcepError:
-        return _bad_field(spec.time_field, EXPECTED_EVENT_TIME, raw_time)
+    if is_arrival(spec.time_field):
+        if arrival is None:
+            return f"field {spec.time_field!r}: {ARRIVAL_REASON}"
+        event_time = arrival
+    else:
+        raw_time = obj.get(spec.time_field, _MISSING)
+        if raw_time is _MISSING:
+            return _bad_field(spec.time_field, "an event time", raw_time)
+        try:
+            event_time = parse_event_time(raw_time)
+        except SparkcepError:
+            return _bad_field(spec.time_field, EXPECTED_EVENT_TIME, raw_time)
     event_type = "" if spec.type_field is None else obj.get(spec.type_field, _MISSING)
     if not isinstance(event_type, str):
         assert spec.type_field is not None
@@ -667,14 +674,23 @@ def _later(a: int | None, b: int | None) -> int | None:
 
 
 def evaluate(
-    rules: RuleSet, lines: Iterable[str], *, until: int | None = None, watermark_delay_ms: int | None = None
+    rules: RuleSet,
+    lines: Iterable[str],
+    *,
+    until: int | None = None,
+    watermark_delay_ms: int | None = None,
+    arrivals: Iterable[int] | None = None,
 ) -> OracleResult:
     """Evaluate ``rules`` over JSON lines (trailing newlines allowed; blank lines are skipped).
 
     The run ends at ``until``; by default at the latest accepted event time, or, given ``watermark_delay_ms``,
     at the later of that and the latest event time read minus the delay, as a bounded ``sparkcep run`` ends
     (events no rule takes, such as those after a rule's PAUSE, still move its watermark, and the deadlines
-    that watermark passes are due)."""
+    that watermark passes are due).
+
+    ``arrivals``: each line's arrival time (epoch ms, one per line, blank ones included), the time of its event
+    when the rules run on arrival time (``input.time_field`` ``"@arrival"``); required then, refused otherwise."""
+    arrival_times = _arrival_times(rules, arrivals)
     consumed = _consumed_types(rules)
     units = _units(rules)
     copies = _Copies(rules.input.deduplicate)
@@ -683,13 +699,14 @@ def evaluate(
     max_event_time: int | None = None
     max_read_time: int | None = None
     for raw in lines:
+        arrival = None if arrival_times is None else next(arrival_times, None)
         if isinstance(raw, UnreadableFile):  # the damaged rest of a compressed file: one dead letter, its reason
             dead_letters.append((str(raw), str(raw)))
             continue
         line = raw.removesuffix("\n").removesuffix("\r")
         if is_blank(line):
             continue
-        parsed = INVALID_TEXT_REASON if isinstance(raw, InvalidText) else _parse_line(rules, consumed, line)
+        parsed = INVALID_TEXT_REASON if isinstance(raw, InvalidText) else _parse_line(rules, consumed, line, arrival)
         if isinstance(parsed, str):
             dead_letters.append((line, parsed))
             if watermark_delay_ms is not None and not isinstance(raw, InvalidText):
@@ -718,6 +735,17 @@ def evaluate(
     dead_letters.extend(copies.dead_letters)
     duplicates = dict(sorted(copies.duplicates_by_rule.items()))
     return OracleResult(outputs, dead_letters, accepted, max_event_time, duplicates)
+
+
+def _arrival_times(rules: RuleSet, arrivals: Iterable[int] | None) -> Iterator[int] | None:
+    """The arrival times to read lines with: given exactly when the rules run on arrival time."""
+    if is_arrival(rules.input.time_field) != (arrivals is not None):
+        expected = "each line's arrival time" if arrivals is None else "no arrival times"
+        raise SparkcepError(
+            f"oracle, argument 'arrivals': expected {expected} for rules whose input.time_field is "
+            f"{rules.input.time_field!r}, got {'none' if arrivals is None else 'some'}"
+        )
+    return None if arrivals is None else iter(arrivals)
 
 
 def _replay(units: list[_Unit], end: int | None, copies: _Copies) -> list[Record]:

@@ -12,6 +12,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import click
 
+from sparkcep.arrival import refuse_backtest, time_settings
 from sparkcep.cli import preflight
 from sparkcep.cli.console import console as console_command
 from sparkcep.cli.patterns import patterns as patterns_group
@@ -493,7 +494,12 @@ def _refuse_existing_parts(out_dir: Path, overwrite: bool) -> None:
 @click.option("--checkpoint", "checkpoint_dir", default=None, help=f"Checkpoint directory: {_PLACE_HELP}")
 @click.option("--until-caught-up", is_flag=True, help="Process everything present, flush in event time, exit 0.")
 @click.option("--trigger-interval", default="1s", show_default=True, help="Micro-batch interval when streaming.")
-@click.option("--watermark-delay", type=DURATION, default="5s", show_default=True, help="Allowed out-of-orderness.")
+@click.option(
+    "--watermark-delay",
+    type=DURATION,
+    default=None,
+    help="Allowed out-of-orderness. Default: 5s; 0 for rules on arrival time (input.time_field '@arrival').",
+)
 @click.option(
     "--max-time-ahead",
     type=MAX_AHEAD,
@@ -506,7 +512,8 @@ def _refuse_existing_parts(out_dir: Path, overwrite: bool) -> None:
     type=DURATION,
     default=None,
     help="Streaming only: after this much wall-clock time without input, event time moves with the wall clock, "
-    "so deadlines and offline timers fire (recorded in the checkpoint; see docs/semantics.md). Default: off.",
+    "so deadlines and offline timers fire (recorded in the checkpoint; see docs/semantics.md). Default: off; "
+    "twice --trigger-interval for rules on arrival time.",
 )
 @click.option("--buckets", type=int, default=32, show_default=True, help="Spark grouping keys (fixed per checkpoint).")
 @click.option(
@@ -581,7 +588,7 @@ def run(
     checkpoint_dir: str | None,
     until_caught_up: bool,
     trigger_interval: str,
-    watermark_delay: int,
+    watermark_delay: int | None,
     max_time_ahead: int | None,
     idle_advance: int | None,
     buckets: int,
@@ -652,6 +659,8 @@ def run(
         preflight.check_run_places(inputs, output, checkpoint, create_input)  # nothing created before these
         check_checkpoint_complete(checkpoint)
         rules = load_rules(rules_path) if rules_path is not None else None
+        if rules is not None:  # before Spark starts (a store's rules are checked when the job reads them)
+            time_settings(rules.input.time_field, watermark_delay, idle_advance, None if until_caught_up else 1)
         preflight.check_stores(rules_store, alert_stores, connect_timeout)
         store = open_store(rules_store, create=False) if rules_store is not None else None
         inputs.mkdir()
@@ -706,6 +715,10 @@ def _run_config(
         preflight.check_pipeline(config, config_path, connect_timeout)  # before anything is created
         check_checkpoint_complete(config.checkpoint)
         rules = load_rules(config.rules.file) if config.rules.file is not None else None
+        if rules is not None:  # before Spark starts (a store's rules are checked when the job reads them)
+            bounded = until_caught_up or config.until_caught_up
+            time_settings(rules.input.time_field, config.watermark_delay_ms, config.idle_advance_ms,
+                          None if bounded else 1, delay_flag=f"{config_path}, field 'watermark_delay'")  # fmt: skip
         store = open_store(config.rules.store, create=False) if config.rules.store is not None else None
         job, settings = pipeline_job(config, rules, store, until_caught_up, stop_after)
         if output.spark_ui:
@@ -813,6 +826,7 @@ def backtest(
     log = _remember("backtest", Where(output=_local(output), input=_local(inputs)))
     try:
         rules = load_rules(rules_path)
+        refuse_backtest(rules.input.time_field, "sparkcep backtest")
         preflight.require_input_directory(inputs, "--input", None)  # a backtest reads history that exists
         preflight.require_directory_or_nothing(output, "--output")
         preflight.require_readable(inputs, "--input")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sparkcep.arrival import refuse_backtest
 from sparkcep.core.engine import BatchResult
 from sparkcep.core.lines import InvalidText, is_blank, read_lines
 from sparkcep.core.local import LocalRunner
@@ -97,6 +98,7 @@ def run_backtest(
 ) -> BacktestResult:
     """Evaluate ``rules`` over the history in ``input_dir`` between two event times (``until`` excluded);
     ``on_alert`` sees every alert, in the order the engine emits them."""
+    refuse_backtest(rules.input.time_field)  # arrival-time rules are not replayable over history
     started = time.monotonic()
     since_ms = None if since is None else parse_event_time(since)
     until_ms = None if until is None else parse_event_time(until)

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
 
+from sparkcep.arrival import is_arrival
 from sparkcep.errors import RuleError
 from sparkcep.rules.model import rule_keys
 from sparkcep.store import Snapshot, StoredVersion
@@ -16,6 +17,7 @@ from .auth import require_token
 from .backtest import run_backtest
 from .backtest_diff import IDENTITY, AlertDiff, compare_backtests
 from .context import Console, event_time, get_console
+from .errors import ApiError
 from .explanations import with_explanation
 from .responses import WRITE, refusals
 from .schemas import BacktestAlertDiff, BacktestRequest, BacktestResponse
@@ -37,6 +39,9 @@ def backtest(body: BacktestRequest, console: Annotated[Console, Depends(get_cons
     input_dir = console.require_input()
     since, until = event_time(body.since, "since"), event_time(body.until, "until")
     rules = draft_rule_set(console.store, body.rule)
+    if is_arrival(rules.input.time_field):  # not replayable: history read now would get today's read times
+        expected = "rules on event time for a back-test (arrival-time rules are not replayable)"
+        raise ApiError.single(422, "input.time_field", expected, rules.input.time_field)
     delay = console.settings.watermark_delay_ms
     key_fields = {rule.id: rule_keys(rule) for rule in rules.rules}
     comparison = None

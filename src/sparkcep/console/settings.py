@@ -39,6 +39,7 @@ class ConsoleSettings:
 def settings_from_config(path: str | Path, token: str) -> ConsoleSettings:
     """The sources a pipeline file (``sparkcep run --config``) names; its paths are already resolved."""
     config = load_config(path)
+    delay = config.watermark_delay_ms
     return ConsoleSettings(
         token=token,
         store=config.rules.store,
@@ -46,7 +47,7 @@ def settings_from_config(path: str | Path, token: str) -> ConsoleSettings:
         checkpoint_dir=_local(config, config.checkpoint, "checkpoint"),
         input_dir=config.local_dir(config.input_dir),
         alerts_url=config.sinks.postgres[0] if config.sinks.postgres else None,
-        watermark_delay_ms=config.watermark_delay_ms,
+        watermark_delay_ms=DEFAULT_WATERMARK_DELAY_MS if delay is None else delay,
     )
 
 

@@ -6,11 +6,16 @@ bounded run ends as if the watermark reached the largest accepted event time. Ev
 lives in pages (sparkcep.core.pages) between batches, serialized, as it does in Spark's state store.
 
 Tests use this to prove that output does not depend on arrival order or batch boundaries.
+
+Each batch may be given its wall clock (``now_ms``, or a ``clock`` the runner asks once per batch), as Spark fixes
+one per micro-batch: routing judges the max time ahead against it, and under arrival time
+(:mod:`sparkcep.arrival`) it is the time of every line of the batch. A test injects it; nothing here reads the
+machine's clock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from sparkcep.core.engine import NO_WATERMARK, BatchResult, Engine, KeyState
 from sparkcep.core.pages import DictPageStore, PageLimits, open_bucket
@@ -29,12 +34,15 @@ class LocalRunner:
         early_release: bool = True,
         horizon: int | None = None,
         page_limits: PageLimits | None = None,
+        clock: Callable[[], int] | None = None,
     ) -> None:
         """``horizon``: the latest event time a line may carry (the wall clock plus the run's max time ahead, as
         routing judges it); later ones are dead letters. None: no bound. ``page_limits``: when a page
-        of a bucket's state splits (tests pass small ones to exercise splitting)."""
+        of a bucket's state splits (tests pass small ones to exercise splitting). ``clock``: the wall clock of
+        each batch not given one (epoch ms), asked once per batch; needed under arrival time."""
         self.program = program
         self.horizon = horizon
+        self.clock = clock
         self.engine = Engine(program)
         self.delay_ms = delay_ms
         self.buckets = buckets
@@ -47,9 +55,18 @@ class LocalRunner:
         self._max_seen: int | None = None
         self._max_accepted: int | None = None
 
-    def run_batch(self, lines: Iterable[str]) -> BatchResult:
-        """One micro-batch: route, process with the current watermark, then move the watermark."""
-        routed = self.router().route(list(lines), None, self.horizon)
+    def run_batch(self, lines: Iterable[str], now_ms: int | None = None) -> BatchResult:
+        """One micro-batch: route, process with the current watermark, then move the watermark.
+
+        ``now_ms``: the batch's wall clock (default: the runner's ``clock``, if any). Under arrival time it is every
+        line's time; without one the lines are dead letters, as routing gives them no time."""
+        if now_ms is None and self.clock is not None:
+            now_ms = self.clock()
+        if self.program.arrival:
+            # The horizon bounds event times read from lines; arrival time is the batch's clock itself.
+            routed = self.router().route(list(lines), None, now_ms)
+        else:
+            routed = self.router().route(list(lines), None, self.horizon)
         by_bucket = {
             bucket: ([(keyset, line) for keyset, line, _origin, _time in rows], [time for *_row, time in rows])
             for bucket, rows in routed.rows.items()
@@ -70,6 +87,12 @@ class LocalRunner:
             spec = self.program.routing(self.buckets, max_ahead_ms=None if self.horizon is None else 0)
             self._router = (self.program, Router(spec))
         return self._router[1]
+
+    def advance_to(self, watermark: int) -> BatchResult:
+        """What an idle advance does (sparkcep.core.idle): no input, the watermark moves to ``watermark`` (never
+        back) and every timer at or before it fires, at its own time."""
+        self.watermark = max(self.watermark, watermark)
+        return self._process({}, self.watermark, {})
 
     def finish(self) -> BatchResult:
         """End a bounded run: the watermark reaches the largest accepted event time."""

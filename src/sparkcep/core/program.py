@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from sparkcep.arrival import ARRIVAL_REASON, is_arrival
 from sparkcep.core.control import BUCKET_FIELD, CONTROL_FIELD
 from sparkcep.core.lines import INVALID_TEXT_REASON
 from sparkcep.core.logic import KEY_SEPARATOR, SKIP, FieldProblem, RuleLogic, describe
@@ -101,6 +102,8 @@ class Program:
     def __init__(self, rules: RuleSet) -> None:
         self.rules = rules
         self.time_field = rules.input.time_field
+        # Arrival time (sparkcep.arrival): a line's time is the one routing gave it, never a field of the line.
+        self.arrival = is_arrival(self.time_field)
         self.type_field = rules.input.type_field
         self.id_field = rules.input.id_field
         self.logics: tuple[RuleLogic, ...] = _logics_for(rules)
@@ -139,7 +142,8 @@ class Program:
         """``(object, time, event type, event id, reason)``; ``reason`` is set when the line is unusable.
 
         ``routed_time``: the line's time as routing read it from this program's time field (the same reading,
-        sparkcep.timeutil.read_event_time), which is then not read again."""
+        sparkcep.timeutil.read_event_time), which is then not read again. Under arrival time it is the only time
+        there is: a line without one is a dead letter (a JSON field named like the time field is not read)."""
         try:
             obj = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
@@ -173,7 +177,9 @@ class Program:
         return obj, time, event_type, event_id, None
 
     def _read_time(self, obj: dict[str, Any]) -> tuple[int, str | None]:
-        """The event time of ``obj``, or the reason it has none."""
+        """The event time of ``obj``, or the reason it has none (under arrival time always the latter)."""
+        if self.arrival:
+            return 0, f"field {self.time_field!r}: {ARRIVAL_REASON}"
         raw_time = obj.get(self.time_field)
         if raw_time is None and self.time_field not in obj:
             return 0, f"field {self.time_field!r}: expected an event time, got nothing (field missing)"
@@ -185,9 +191,10 @@ class Program:
     def decode(self, line: str, keyset: int, routed_time: int | None = None) -> Decoded:  # noqa: PLR0911 - one exit per refusal
         """Read ``line`` as an event of ``keyset``. Every refusal carries a reason naming rule and field.
 
-        ``routed_time``: see :meth:`parse_line` (ignored for a line routing did not route)."""
+        ``routed_time``: see :meth:`parse_line` (for a line routing did not route, used only under arrival time,
+        where the reasons it gives need the line's time)."""
         if keyset < 0:
-            return self._decode_unrouted(line, keyset)
+            return self._decode_unrouted(line, keyset, routed_time if self.arrival else None)
         obj, time, event_type, event_id, reason = self.parse_line(line, routed_time)
         if reason is not None:
             return Decoded(None, None, ((UNROUTED, reason),))
@@ -225,7 +232,7 @@ class Program:
             values, dead = tuple(collected), tuple(refused)
         return Decoded(key, (time, event_id, zlib.crc32(line.encode()), event_type, values), dead)
 
-    def _decode_unrouted(self, line: str, keyset: int) -> Decoded:  # noqa: PLR0911 - one exit per code
+    def _decode_unrouted(self, line: str, keyset: int, routed_time: int | None) -> Decoded:  # noqa: PLR0911 - one exit per code
         """A row Spark's routing gave no keyset: a control record, or the reasons it is a dead letter."""
         if keyset == CONTROL:
             return _CONTROL
@@ -237,7 +244,7 @@ class Program:
             return Decoded(None, None, ((UNROUTED, line),))
         if keyset == RESERVED:
             return Decoded(None, None, ((UNROUTED, _RESERVED_REASON),))
-        obj, time, event_type, _event_id, reason = self.parse_line(line)
+        obj, time, event_type, _event_id, reason = self.parse_line(line, routed_time)
         if reason is not None:
             return Decoded(None, None, ((UNROUTED, reason),))
         assert obj is not None

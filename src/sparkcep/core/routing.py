@@ -10,6 +10,9 @@ naming the rule and field). Only an event or a control record keeps its time for
 bytes are not UTF-8, that carries a field reserved for control records, or whose time lies more than the run's
 ``max_ahead_ms`` past the batch's wall clock keeps none: such a line must not move the watermark.
 
+Under arrival time (``time_field`` ``"@arrival"``, see :mod:`sparkcep.arrival`) no field is read for time: every
+JSON object of a batch gets the batch's wall clock, which then travels with the line to the engine.
+
 Buckets: a routed row's bucket is a hash of its grouping and key, an unrouted row's a hash of the line (no
 state depends on it). Checkpoints started before routing moved here were keyed with Spark's own
 ``pmod(hash(keyset, key), buckets)``: they keep that function (:data:`SPARK_MURMUR3`), computed here exactly.
@@ -25,6 +28,7 @@ from typing import Any
 
 import orjson
 
+from sparkcep.arrival import is_arrival
 from sparkcep.core.control import BUCKET_FIELD, CONTROL_FIELD
 from sparkcep.core.lines import is_blank
 from sparkcep.core.logic import KEY_SEPARATOR, FieldProblem, require_key
@@ -79,7 +83,9 @@ def key_of(obj: dict[str, Any], fields: tuple[str, ...], line: str) -> str:
 def readable_time(line: str, time_field: str) -> int | None:
     """The event time a line gives the watermark (as :meth:`Router.route` reads it): any JSON object with a
     readable time field, whatever else is wrong with it (an event type no rule consumes, a missing key); None for
-    a line carrying a field reserved for control records."""
+    a line carrying a field reserved for control records, and under arrival time (a line carries none)."""
+    if is_arrival(time_field):
+        return None
     try:
         obj = orjson.loads(line)
     except orjson.JSONDecodeError:
@@ -165,6 +171,7 @@ class Router:
     def __init__(self, spec: RoutingSpec) -> None:
         self.spec = spec
         self._time_field = spec.time_field
+        self._arrival = is_arrival(spec.time_field)
         self._type_field = spec.type_field
         # Per event type: the keysets that take it (with their key fields), filled on first use.
         self._takers: dict[str, tuple[tuple[int, tuple[str, ...]], ...]] = {}
@@ -199,22 +206,24 @@ class Router:
     ) -> Routed:
         """Route ``lines`` (bytes as read, or text: :class:`sparkcep.core.lines.InvalidText` for bytes that were not
         UTF-8); ``origins``: where each came from (JSON text), or None. ``now_ms`` is the batch's wall clock for the
-        max-time-ahead bound (None: no bound)."""
+        max-time-ahead bound (None: no bound), and under arrival time every line's time (None: lines get none, and
+        the engine makes them dead letters)."""
         routed = Routed({}, {})
         bound = None if now_ms is None or self.spec.max_ahead_ms is None else now_ms + self.spec.max_ahead_ms
         for position, raw in enumerate(lines):
-            line, time, routes = self.read(raw, bound)
+            line, time, routes = self.read(raw, bound, now_ms)
             origin = None if origins is None else origins[position]
             for keyset, key in routes:
                 self._add(routed, keyset, key, line, origin, time)
         return routed
 
     def read(  # noqa: PLR0911, PLR0912 - one exit per problem, in the order the engine checks them
-        self, raw: bytes | str, bound: int | None
+        self, raw: bytes | str, bound: int | None, now_ms: int | None = None
     ) -> tuple[str, int | None, list[tuple[int, str]]]:
         """One line: its text, the time it gives the watermark and its ``(keyset, key)`` routes (an unrouted line has
         one route, the code of its problem, and maybe no time; a blank line is ``""`` with the route ``BLANK``, so
-        that the job counts it as skipped instead of losing it without a trace)."""
+        that the job counts it as skipped instead of losing it without a trace). ``now_ms``: the batch's wall clock,
+        the time of every event under arrival time."""
         if type(raw) is str:
             line = raw
         elif type(raw) is bytes:
@@ -234,10 +243,11 @@ class Router:
             return line, None, [(UNROUTED, "")]
         if obj.get(CONTROL_FIELD) is not None or obj.get(BUCKET_FIELD) is not None:
             return line, None, [(RESERVED, "")]
-        time = read_event_time(obj.get(self._time_field))
+        # Arrival time is the batch's clock, never a field: a line's own fields cannot move it.
+        time = now_ms if self._arrival else read_event_time(obj.get(self._time_field))
         if time is None:
             return line, None, [(UNROUTED, "")]
-        if bound is not None and time > bound:
+        if bound is not None and time > bound and not self._arrival:
             return line, None, [(TIME_AHEAD, "")]
         event_type = obj.get(self._type_field) if self._type_field is not None else ""
         routes: list[tuple[int, str]] = []

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxFiles
 
+from sparkcep.arrival import batch_clock
 from sparkcep.io.alignment import DEFAULT_TARGET_RECORDS, Planned, StepRule, adapted_step
 from sparkcep.io.compressed import Compressed, CompressedFiles, range_lines
 from sparkcep.io.file_plan import (
@@ -201,7 +202,7 @@ class FilesStreamReader(DataSourceStreamReader):
         advanced = offsets.advanced(ends, {file.name: file.size for file in files})
         if advanced.files == offsets.files:
             return start  # nothing new: the same offsets, so that Spark plans no batch
-        return replace(advanced, now_ms=int(time.time() * 1000)).to_json()
+        return replace(advanced, now_ms=batch_clock(int(time.time() * 1000), offsets.now_ms)).to_json()
 
     def _waiting(self, offsets: FileOffsets) -> list[Listed]:
         """The files with lines not read yet, each with the size of its content it is read to: a compressed file

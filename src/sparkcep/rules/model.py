@@ -36,6 +36,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field, GetCoreSchemaHandler, ValidationError
 from pydantic_core import CoreSchema, ErrorDetails
 
+from sparkcep.arrival import ARRIVAL, PROCTIME, is_arrival, orders_by_arrival
 from sparkcep.errors import RuleError, Verbatim
 from sparkcep.rules.aggregate import DemoRule
 from sparkcep.rules.base import Frozen, RuleVersion
@@ -70,6 +71,7 @@ MAX_NAME_LENGTH = 200
 class InputSpec(Frozen):
     """Where the engine finds event time, event type and event id in every input record."""
 
+    # "@arrival": no field; every rule runs on the time the source read each line (sparkcep.arrival)
     time_field: str = Field(default="occurred_at", min_length=1)
     # None: the input has no event type field (every event is of the one unnamed type "")
     type_field: str | None = Field(default="event_type", min_length=1)
@@ -162,16 +164,26 @@ def _check_semantics(rules: RuleSet) -> None:
 
 
 def _check_sql_time(rule: AnyRule, time_field: str) -> None:
-    """A MATCH_RECOGNIZE query orders by event time: its ORDER BY column must be the input's time field."""
+    """A MATCH_RECOGNIZE query orders by the input's time: its ORDER BY column must be the input's time field, or
+    ``proctime`` when that is arrival time (sparkcep.arrival)."""
     sql = getattr(rule, "sql", None)
     if sql is None:
         return
     from sparkcep.cep.sql import compile_match_recognize  # cep is heavier than the rule model
 
     ordered_by = compile_match_recognize(sql, getattr(rule, "pattern_options", None)).time_field
-    if ordered_by != time_field:
+    assert ordered_by is not None
+    if ordered_by == time_field or (is_arrival(time_field) and orders_by_arrival(ordered_by)):
+        return
+    if is_arrival(time_field):
+        expected = f"ORDER BY {PROCTIME} (the input's time is arrival time: time_field {ARRIVAL!r})"
+    elif orders_by_arrival(ordered_by):
+        expected = (
+            f"ORDER BY {time_field} (the input's time field; ORDER BY {PROCTIME} needs input time_field {ARRIVAL!r})"
+        )
+    else:
         expected = f"ORDER BY {time_field} (the input's time field; events are matched in event-time order)"
-        raise RuleError(rule.id, "sql, clause ORDER BY", expected, f"ORDER BY {ordered_by}")
+    raise RuleError(rule.id, "sql, clause ORDER BY", expected, f"ORDER BY {ordered_by}")
 
 
 def _from_demo_form(raw: dict[str, Any]) -> dict[str, Any]:

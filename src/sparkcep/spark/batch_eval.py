@@ -69,7 +69,7 @@ def _routes(router: Router, batch: pa.RecordBatch) -> Iterator[tuple[int, int, s
     max_ahead = router.spec.max_ahead_ms
     bound = None if now is None or max_ahead is None else now + max_ahead
     for position, raw in enumerate(values):
-        line, time, routes = router.read(raw, bound)
+        line, time, routes = router.read(raw, bound, now)
         for keyset, key in routes:
             yield router.bucket(keyset, key, line), keyset, line, time, position
 
@@ -107,7 +107,7 @@ def route_rows(
             # from the latest time down until one is accepted, which is almost always the first.
             candidates.sort(reverse=True)
             accepted = next(
-                (t for t, keyset, line in candidates if program.decode(line, keyset).event is not None), None
+                (t for t, keyset, line in candidates if program.decode(line, keyset, t).event is not None), None
             )
             stats = orjson.dumps([read, accepted]).decode()
             for bucket, part in enumerate(parts):

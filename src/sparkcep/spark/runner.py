@@ -19,6 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from sparkcep.arrival import time_settings
 from sparkcep.core.control import flush_record, warmup_record
 from sparkcep.core.idle import IdleClock
 from sparkcep.core.pages import DEFAULT_PAGE_KEYS
@@ -41,7 +42,7 @@ from sparkcep.spark.query_start import query_start
 from sparkcep.spark.rulefeed import RuleFeed, report_unreadable
 from sparkcep.store import RuleStore
 from sparkcep.store.quarantine import quarantine
-from sparkcep.timeutil import DEFAULT_MAX_AHEAD_MS, format_iso, parse_event_time
+from sparkcep.timeutil import DEFAULT_MAX_AHEAD_MS, format_iso, parse_duration, parse_event_time
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -83,7 +84,9 @@ class RunConfig:
     # or URIs of any file system Spark and fsspec reach (sparkcep.io.storage).
     output_dir: Path | str
     checkpoint_dir: Path | str
-    watermark_delay_ms: int = 5_000
+    # How far the watermark trails the largest time read. None: the time mode's default (5 s on event time, 0 on
+    # arrival time, where another value is refused: see sparkcep.arrival.time_settings).
+    watermark_delay_ms: int | None = None
     buckets: int = 32
     trigger_interval: str | None = None  # None: process what is there and stop (bounded run)
     alert_stores: tuple[str, ...] = ()  # PostgreSQL URLs that get every complex event, upserted by id
@@ -96,8 +99,21 @@ class RunConfig:
     # its events and due timers touch. May change between runs of one checkpoint (pages split as they are written).
     state_page_keys: int = DEFAULT_PAGE_KEYS
     # Streaming runs: after this much wall-clock time without input, event time moves with the wall clock
-    # (an advance record in the control stream, see sparkcep.core.idle). None: off.
+    # (an advance record in the control stream, see sparkcep.core.idle). None: off on event time; on arrival time
+    # two trigger intervals (sparkcep.arrival.default_idle_advance_ms).
     idle_advance_ms: int | None = None
+
+
+def _trigger_ms(config: RunConfig) -> int | None:
+    """A streaming run's trigger interval in ms (``"1000 milliseconds"`` or a duration such as ``"1s"``); None for a
+    bounded run."""
+    interval = config.trigger_interval
+    if interval is None:
+        return None
+    number, _, unit = interval.strip().partition(" ")
+    if unit.strip() == "milliseconds" and number.isdigit():
+        return int(number)
+    return parse_duration(interval)
 
 
 class Pipeline:
@@ -140,6 +156,11 @@ class Pipeline:
         else:
             self.rules = rules
             self.program = Program(rules)
+        # The delay and idle advance this run takes, for its rules' time mode (refused when they contradict it).
+        self.time = time_settings(
+            self.program.time_field, config.watermark_delay_ms, config.idle_advance_ms, _trigger_ms(config),
+            delay_flag="--watermark-delay (pipeline files: watermark_delay)",
+        )  # fmt: skip
 
     def _load_rules_from_store(self) -> None:
         assert self.feed is not None
@@ -231,7 +252,10 @@ class Pipeline:
         reader = stored.get("file_reader")
         if reader is None and (self._query_checkpoint / "offsets").children("[0-9]*"):
             reader = SPARK_READER
-        return replace(source, reader=reader or source.reader, max_ahead_ms=self.config.max_ahead_ms)
+        # Aligned reading steps through the event times the lines carry; under arrival time they carry none (their
+        # time is the batch's clock), so files are read one after another, oldest first.
+        aligned = source.aligned and not self.program.arrival
+        return replace(source, reader=reader or source.reader, max_ahead_ms=self.config.max_ahead_ms, aligned=aligned)
 
     # -- running ------------------------------------------------------------------------------------
 
@@ -246,11 +270,11 @@ class Pipeline:
             lines = "".join(warmup_record(bucket) + "\n" for bucket in range(self.config.buckets))
             (self.control_dir / f"warmup-{time.time_ns()}.jsonl").write_atomically(lines)
         # A rescaled checkpoint's first start continues the old query (sparkcep.spark.rescale); else as always.
-        resume = query_start(self.spark, self.checkpoint, self.program.time_field, self.config.watermark_delay_ms)
+        resume = query_start(self.spark, self.checkpoint, self.program.time_field, self.time.watermark_delay_ms)
         spec = QuerySpec(
             source=resume.source(self.source),
             control_dir=self.control_dir.uri,
-            watermark_delay_ms=self.config.watermark_delay_ms,
+            watermark_delay_ms=self.time.watermark_delay_ms,
             buckets=self.config.buckets,
             bucket_keys=self.bucket_keys,
             bucket_function=self.bucket_function,
@@ -400,11 +424,11 @@ class Pipeline:
     def idle_advancer(self) -> IdleAdvancer | None:
         """What moves event time when input stops (``idle_advance_ms``; None when off), for a live query: the
         run loop calls its ``tick`` about once a second. Its idle clock starts now."""
-        if self.config.idle_advance_ms is None:
+        if self.time.idle_advance_ms is None:
             return None
-        delay = self.config.watermark_delay_ms
+        delay = self.time.watermark_delay_ms
         watermark = known_watermark(read_metrics(self.metrics_dir), self.control_dir, delay)
-        clock = IdleClock(self.config.idle_advance_ms, delay, int(time.time() * 1000), watermark)
+        clock = IdleClock(self.time.idle_advance_ms, delay, int(time.time() * 1000), watermark)
         return IdleAdvancer(clock, self.control_dir, self.program.time_field)
 
     @property
@@ -433,7 +457,7 @@ class Pipeline:
                 return None
         attempt = len(self.control_dir.children(f"flush-{max_time}*.jsonl"))
         name = f"flush-{max_time}.jsonl" if attempt == 0 else f"flush-{max_time}-{attempt}.jsonl"
-        record = flush_record(self.program.time_field, max_time + self.config.watermark_delay_ms)
+        record = flush_record(self.program.time_field, max_time + self.time.watermark_delay_ms)
         (self.control_dir / name).write_atomically(record + "\n")
         return max_time
 

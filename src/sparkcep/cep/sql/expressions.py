@@ -18,6 +18,7 @@ SQL                        in ``DEFINE V AS ...``                      in MEASUR
 ``SUM(x)``, ``COUNT(*)``   ``sum_of(x)``, ``count_of(1)`` (all rows)   the same
 ``COUNT(A.*)``             ``count(A)``                                ``count(A)``
 ``MATCH_ROWTIME()``        refused                                     ``match_rowtime()``
+``MATCH_PROCTIME()``       refused                                     ``match_rowtime()`` (ORDER BY proctime)
 =========================  ==========================================  ===============================
 
 Where the variable being defined is read through a function, its stage gets ``"running": true``. FIRST and LAST
@@ -42,13 +43,13 @@ SCALARS = {
     "REGEXP": "regexp_like",
 }  # fmt: skip
 _AGGREGATES = ("SUM", "AVG", "MIN", "MAX", "COUNT")
+_MATCH_TIMES = ("MATCH_ROWTIME", "MATCH_PROCTIME")
 # What may not appear inside FIRST/LAST or an aggregate: their value comes from one row.
 _NOT_NESTED = frozenset({"FIRST", "LAST", "PREV", "NEXT", "MATCH_ROWTIME", "MATCH_PROCTIME", *_AGGREGATES})
 _REFUSED = {
     "NEXT": "NEXT looks at rows after the current one, which a stream has not seen (refused, as in Flink)",
     "CLASSIFIER": "CLASSIFIER() belongs to ALL ROWS PER MATCH (not supported, as in Flink)",
     "MATCH_NUMBER": "MATCH_NUMBER() (not supported, as in Flink)",
-    "MATCH_PROCTIME": "MATCH_PROCTIME() (processing time is not supported; use MATCH_ROWTIME())",
     "RUNNING": "RUNNING/FINAL keywords (DEFINE is always RUNNING, MEASURES always FINAL)",
     "FINAL": "RUNNING/FINAL keywords (DEFINE is always RUNNING, MEASURES always FINAL)",
 }
@@ -64,8 +65,13 @@ class ExpressionTranslator:
         current: str | None,
         subject: str,
         stages: Mapping[str, str] | None = None,
+        *,
+        arrival: bool = False,
     ) -> None:
         self.clause = clause
+        # The query orders by arrival time (ORDER BY proctime): a match's time is its last row's arrival, which is
+        # what MATCH_PROCTIME() asks for; on event time there is no arrival time to give.
+        self.arrival = arrival
         self.order = order  # pattern variable -> position in the pattern
         self.stages = stages or {}  # pattern variable -> stage name, when back quotes made them differ
         self.current = current
@@ -137,21 +143,29 @@ class ExpressionTranslator:
             return self.previous(node)
         if name in _AGGREGATES:
             return self.aggregate(node)
-        if name == "MATCH_ROWTIME":
-            if self.current is not None:
-                raise self.fail(
-                    node, "MATCH_ROWTIME() only in MEASURES (a match has no last row yet)", "MATCH_ROWTIME()"
-                )
-            if node.args:
-                raise self.fail(node, "MATCH_ROWTIME() without arguments", f"{len(node.args)} arguments")
-            return ea.Call("match_rowtime", ())
+        if name in _MATCH_TIMES:
+            return self.match_time(node)
         if name in SCALARS:
             for arg in node.args:
                 if isinstance(arg, sx.AllColumns):
                     raise self.fail(arg, f"values as the arguments of {name}", "'*'")
             return ea.Call(SCALARS[name], tuple(self.translate(arg) for arg in node.args))
-        supported = ", ".join(sorted({"FIRST", "LAST", "PREV", *_AGGREGATES, "MATCH_ROWTIME", *SCALARS}))
+        supported = ", ".join(sorted({"FIRST", "LAST", "PREV", *_AGGREGATES, *_MATCH_TIMES, *SCALARS}))
         raise self.fail(node, f"a supported function ({supported})", f"{name}()")
+
+    def match_time(self, node: sx.Call) -> ea.Node:
+        """MATCH_ROWTIME(), or MATCH_PROCTIME() of a query on arrival time: the time of the match's last row."""
+        shown = f"{node.name}()"
+        if node.name == "MATCH_PROCTIME" and not self.arrival:
+            raise self.fail(
+                node, "MATCH_PROCTIME() only with ORDER BY proctime, on input time_field '@arrival' (on event time "
+                "rows have no arrival time; use MATCH_ROWTIME())", shown,
+            )  # fmt: skip
+        if self.current is not None:
+            raise self.fail(node, f"{shown} only in MEASURES (a match has no last row yet)", shown)
+        if node.args:
+            raise self.fail(node, f"{shown} without arguments", f"{len(node.args)} arguments")
+        return ea.Call("match_rowtime", ())
 
     def offset(self, node: sx.Call, default: int) -> int:
         if len(node.args) == 1:

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkcep.arrival import orders_by_arrival
 from sparkcep.cep.conditions import pattern_functions
 from sparkcep.cep.spec import PatternError, compile_condition, parse_pattern
 from sparkcep.cep.sql import syntax as sx
@@ -73,6 +74,7 @@ class _Translation:
         self.order: dict[str, int] = {}  # variable -> position in the pattern
         self.stages: dict[str, str] = {}  # variable -> its stage name in the pattern JSON
         self.groups = 0
+        self.arrival = False
 
     def run(self) -> CompiledSql:
         query = self.query
@@ -85,6 +87,8 @@ class _Translation:
                 query.line,
                 query.column,
             )
+        # ORDER BY proctime: rows are matched in arrival order (sparkcep.arrival), and MATCH_PROCTIME() is the time.
+        self.arrival = orders_by_arrival(query.order.name)
         self.collect(query.pattern)
         self.stages = _stage_names(tuple(self.order))
         defines = self.defines()
@@ -164,7 +168,7 @@ class _Translation:
                     "DEFINE", "each variable defined once", repr(variable.name), variable.line, variable.column
                 )
             translator = ExpressionTranslator(
-                "DEFINE", self.order, variable.name, f"DEFINE {variable.name}", self.stages
+                "DEFINE", self.order, variable.name, f"DEFINE {variable.name}", self.stages, arrival=self.arrival
             )
             text = to_text(translator.translate(condition))
             _compiles("DEFINE", f"DEFINE {variable.name}", text, functions, variable)
@@ -179,7 +183,9 @@ class _Translation:
                     "MEASURES", "a name not used by another measure or a PARTITION BY column", repr(measure.name),
                     measure.line, measure.column,
                 )  # fmt: skip
-            translator = ExpressionTranslator("MEASURES", self.order, None, f"measure {measure.name!r}", self.stages)
+            translator = ExpressionTranslator(
+                "MEASURES", self.order, None, f"measure {measure.name!r}", self.stages, arrival=self.arrival
+            )
             text = to_text(translator.translate(measure.expression))
             try:
                 compile_condition("output", f"measures.{measure.name}", text, functions, stages, boolean=False)

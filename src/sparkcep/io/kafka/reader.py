@@ -36,6 +36,7 @@ import orjson
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
+from sparkcep.arrival import batch_clock
 from sparkcep.io.alignment import DEFAULT_TARGET_RECORDS, Planned, StepRule, adapted_step
 from sparkcep.io.kafka import client as kafka
 from sparkcep.io.kafka.offsets import NOW_KEY, aligned, capped, partition_name, positions, split_name
@@ -171,7 +172,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         end = self._latest(positions(start), limit)
         if end == positions(start):
             return start  # nothing new: the same offsets, so that Spark plans no batch
-        return {**end, NOW_KEY: int(time.time() * 1000)}
+        return {**end, NOW_KEY: batch_clock(int(time.time() * 1000), start.get(NOW_KEY))}
 
     def _latest(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
         client = self._consumer()

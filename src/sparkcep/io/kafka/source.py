@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sparkcep.arrival import is_arrival
 from sparkcep.core.routing import RoutingSpec
 from sparkcep.io.kafka.client import KafkaError, resolve_properties
 from sparkcep.io.lag import SourceLag
@@ -39,7 +40,8 @@ class KafkaSource:
 
     def reader_options(self, time_field: str) -> dict[str, str]:
         options = {name: value for name, value in self.options if name not in _PROGRESS_OPTIONS}
-        if self.time_field_fallback:
+        # Arrival time reads no field: a record timestamp written into the line would only change the line.
+        if self.time_field_fallback and not is_arrival(time_field):
             options["timefield"] = time_field
         return dict(sorted(options.items()))
 
