@@ -523,7 +523,7 @@ def test_patterns_explain_and_validate_read_sql_files_and_sql_processors(tmp_pat
     for path in (bare, wrapped, processor):
         explained = runner.invoke(main, ["patterns", "explain", str(path)])
         assert explained.exit_code == 0, explained.output
-        assert '"name": "S"' in explained.output and "key card" in explained.output
+        assert '"name": "S"' in explained.output and "key card; event time occurred_at;" in explained.output
         assert "TAKE" in explained.output
         validated = runner.invoke(main, ["patterns", "validate", str(path)])
         assert validated.exit_code == 0 and "S -> L" in validated.output
@@ -533,6 +533,9 @@ def test_patterns_explain_and_validate_read_sql_files_and_sql_processors(tmp_pat
         "S: running (its functions count the event tested), where count(S) == 1" in running.output
         and '"running": true' in running.output
     )
+    bare.write_text(SQL_RULE.replace("ORDER BY occurred_at", "ORDER BY proctime"))
+    arrival = runner.invoke(main, ["patterns", "explain", str(bare)])
+    assert arrival.exit_code == 0 and "key card; arrival time (ORDER BY proctime);" in arrival.output
     bare.write_text(SQL_RULE.replace("(S L)", "(S L |)"))
     failed = runner.invoke(main, ["patterns", "explain", str(bare)])
     assert failed.exit_code == 1 and "clause 'PATTERN'" in failed.output and "Traceback" not in failed.output

@@ -70,9 +70,13 @@ def _compiled_sql(item: Any) -> str:
     """What a MATCH_RECOGNIZE query compiled to, for explain."""
     import json
 
+    from sparkcep.arrival import orders_by_arrival
+
     measures = ", ".join(f"{name} = {text}" for name, text in item.measures.items()) or "none"
+    ordered = item.time_field or ""
+    time = "arrival time (ORDER BY proctime)" if orders_by_arrival(ordered) else f"event time {ordered}"
     return (
-        f"key {', '.join(item.key)}; event time {item.time_field}; measures: {measures}\n"
+        f"key {', '.join(item.key)}; {time}; measures: {measures}\n"
         f"pattern JSON:\n{json.dumps(item.pattern, indent=2)}"
     )
 
