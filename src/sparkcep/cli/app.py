@@ -19,6 +19,7 @@ from sparkcep.cli.preflight import DEFAULT_CONNECT_TIMEOUT
 from sparkcep.cli.produce import produce as produce_command
 from sparkcep.cli.rescale import rescale as rescale_command
 from sparkcep.cli.rules import rules as rules_group
+from sparkcep.cli.status import status_command
 from sparkcep.core.pages import DEFAULT_PAGE_KEYS, MAX_PAGE_KEYS
 from sparkcep.errors import SparkcepError
 from sparkcep.failures import (
@@ -265,7 +266,8 @@ def _run_job(job: Job, settings: SparkSettings, log: CommandLog, quiet: bool, lo
 
     try:
         spark_log = None if log.spark_log is None else str(log.spark_log)
-        result = run_job(job, settings, log.command, on_batch=progress.batch, on_start=started, log=spark_log)
+        result = run_job(job, settings, log.command, on_batch=progress.batch, on_start=started, log=spark_log,
+                         on_lag=progress.lag)  # fmt: skip
     finally:
         if server is not None:
             server.stop()
@@ -844,6 +846,7 @@ main.add_command(patterns_group)
 main.add_command(rescale_command)
 main.add_command(produce_command)
 main.add_command(console_command)
+main.add_command(status_command)
 
 
 # -- demo -------------------------------------------------------------------------------------------
