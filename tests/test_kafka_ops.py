@@ -347,10 +347,10 @@ def test_status_of_a_stopped_kafka_job_is_end_offsets_minus_the_checkpoints_and_
     in the checkpoint (a planned batch that never finished does not count); the consumer group is left as the
     job left it."""
     from click.testing import CliRunner
-
-    from sparkcep.checkpoint_lag import source_record
-    from sparkcep.cli.app import main
     from test_live_lag import write_batch, write_status
+
+    from sparkcep.cli.app import main
+    from sparkcep.source_records import source_record
 
     topic, group = "stopped-job", "sparkcep-stopped-test"
     create_topic(kafka, topic, 2)
@@ -361,7 +361,9 @@ def test_status_of_a_stopped_kafka_job_is_end_offsets_minus_the_checkpoints_and_
     write_batch(ck, 1, {f"{topic}:0": 10, f"{topic}:1": 4}, committed=False)
     write_status(ck, "stopped", reason="stopped by SIGTERM")
     source = KafkaSource((("bootstrap.servers", kafka), ("commitgroup", group), ("topics", topic)))
-    (ck / "sparkcep" / "run.json").write_text(json.dumps({"source": source_record(source)}))
+    recorded = source_record(source)
+    assert recorded is not None
+    (ck / "sparkcep" / "run.json").write_text(json.dumps({"source": recorded.to_json()}))
 
     result = CliRunner().invoke(main, ["status", "--checkpoint", str(ck), "--json"])
     assert result.exit_code == 0, result.output

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from sparkcep.checkpoint_lag import committed_batch, input_offset, planned_batch, recorded_source, source_record
+from sparkcep.checkpoint_lag import FILES, RecordedSource, committed_batch, input_offset, planned_batch, recorded_source
 from sparkcep.cli.app import main
 from sparkcep.cli.progress import RunProgress
 from sparkcep.io.file_plan import FileOffsets
@@ -22,6 +22,7 @@ from sparkcep.io.storage import location
 from sparkcep.job_report import job_report
 from sparkcep.live_lag import LagTimer, LiveLag, newer_lag, read_live_lag
 from sparkcep.outputs import BatchMetrics
+from sparkcep.source_records import source_record
 from sparkcep.timeutil import format_iso
 
 from helpers import T0, order
@@ -186,13 +187,14 @@ def test_a_stopped_jobs_lag_is_measured_from_its_newest_committed_batch(tmp_path
     write_batch(ck, 0, read_a, committed=True)
     write_batch(ck, 1, read_both, committed=False)  # planned, never finished: a restart reads b again
     write_status(ck, "failed", error="RunError: the disk is full")
-    source = FileSource(str(inputs))
+    recorded = source_record(FileSource(str(inputs)))
+    assert recorded is not None
     (ck / "sparkcep" / "run.json").write_text(json.dumps({"time_field": "occurred_at",
-                                                          "source": source_record(source)}))  # fmt: skip
+                                                          "source": recorded.to_json()}))  # fmt: skip
     checkpoint = location(ck)
     assert (committed_batch(checkpoint), planned_batch(checkpoint)) == (0, 1)
     assert input_offset(checkpoint, 0) == read_a
-    assert recorded_source({"source": source_record(source)}) == FileSource(str(location(inputs)))
+    assert recorded_source({"source": recorded.to_json()}) == RecordedSource(FILES, str(inputs), "sparkcep")
 
     report = job_report(checkpoint)
     assert (report.state, report.why) == ("failed", "failed: RunError: the disk is full")
@@ -236,6 +238,8 @@ def test_status_says_why_it_cannot_measure_and_refuses_what_is_no_checkpoint(tmp
 def test_a_kafka_source_is_recorded_without_secrets_and_rebuilt() -> None:
     source = KafkaSource((("bootstrap.servers", "b:9092"), ("commitgroup", "g"), ("kafka.sasl.password", "env:PW"),
                           ("topics", "t")), time_field_fallback=True)  # fmt: skip
-    record = source_record(source)
-    assert record is not None and record["options"]["kafka.sasl.password"] == "env:PW"
-    assert recorded_source({"source": json.loads(json.dumps(record))}) == source
+    recorded = source_record(source)
+    assert recorded is not None and recorded.to_json()["options"]["kafka.sasl.password"] == "env:PW"
+    assert recorded_source({"source": json.loads(json.dumps(recorded.to_json()))}) == recorded
+    assert recorded.described() == {"type": "kafka", "bootstrap_servers": "b:9092", "topics": "t",
+                                    "consumer_group": "g"}  # fmt: skip

@@ -8,24 +8,28 @@ measured the way a running job measures its lag after a batch (:mod:`sparkcep.io
 :mod:`sparkcep.io.kafka.progress`): a stopped job's lag and a running one's are the same figure.
 
 Which source a checkpoint reads is recorded in ``CHECKPOINT/sparkcep/run.json`` at every start
-(:func:`source_record`): a files source's directory, or a Kafka source's reader options (brokers, topics, the
-consumer group, client properties, whose secrets are ``env:NAME`` references, never values). A checkpoint
-written before that was recorded needs the source from the command line (``--input`` or ``--config``).
+(:func:`sparkcep.source_records.source_record`): a files source's directory, or a Kafka source's reader options
+(brokers, topics, the consumer group, client properties, whose secrets are ``env:NAME`` references, never
+values). A checkpoint written before that was recorded needs the source from the command line (``--input`` or
+``--config``).
+
+Nothing here reaches Spark, not even through the source classes (:mod:`sparkcep.io.files` plans Spark frames):
+the console and the Prometheus exporter measure a stopped job's lag with it.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from sparkcep.io.files import SPARK_READER, SPARKCEP_READER, FileSource
-from sparkcep.io.kafka.source import KafkaSource
+from sparkcep.io.file_plan import Listed, is_input, reading_order
 from sparkcep.io.lag import SourceLag
-from sparkcep.io.source import Source
 from sparkcep.io.storage import Location, location
 
 RUN_RECORD = "run.json"
+DEFAULT_TIMEOUT_S = 5.0  # each wait for a Kafka broker (as a running job's, sparkcep.io.kafka.progress)
 
 
 def query_dir(checkpoint: Location) -> Location:
@@ -65,17 +69,33 @@ def input_offset(checkpoint: Location, batch_id: int | None) -> dict[str, Any] |
 
 # -- what source a checkpoint reads ----------------------------------------------------------------
 
+FILES, KAFKA = "files", "kafka"
+SPARK_READER = "spark"  # Spark's own file source (old checkpoints): it reports no lag
 
-def source_record(source: Source) -> dict[str, Any] | None:
-    """What ``run.json`` keeps of a run's source, for :func:`recorded_source` (None: a kind it cannot rebuild)."""
-    if isinstance(source, FileSource):
-        return {"type": "files", "path": str(location(source.path)), "reader": source.reader}
-    if isinstance(source, KafkaSource):
-        # The reader's options: brokers, topics, group, and kafka.* client properties. Secret-looking properties
-        # are env:NAME references (sparkcep.io.kafka.client.check_no_inline_secrets), so nothing secret is kept.
-        return {"type": "kafka", "options": dict(source.options),
-                "time_field_fallback": source.time_field_fallback}  # fmt: skip
-    return None
+
+@dataclass(frozen=True)
+class RecordedSource:
+    """A source as ``run.json`` records it: ``files`` with its directory (and reader), or ``kafka`` with the
+    reader's options (``bootstrap.servers``, ``topics``, ``commitgroup``, ``kafka.*`` client properties)."""
+
+    kind: str
+    path: str | None = None
+    reader: str | None = None
+    options: tuple[tuple[str, str], ...] = ()
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+    def to_json(self) -> dict[str, Any]:
+        if self.kind == FILES:
+            return {"type": FILES, "path": self.path, "reader": self.reader}
+        return {"type": KAFKA, "options": dict(self.options)}
+
+    def described(self) -> dict[str, Any]:
+        """For a report: the directory, or the brokers, topics and group (never the client properties)."""
+        if self.kind == FILES:
+            return {"type": FILES, "path": self.path}
+        options = dict(self.options)
+        return {"type": KAFKA, "bootstrap_servers": options.get("bootstrap.servers"), "topics": options.get("topics"),
+                "consumer_group": options.get("commitgroup")}  # fmt: skip
 
 
 def read_run_record(checkpoint: Location) -> dict[str, Any]:
@@ -87,30 +107,38 @@ def read_run_record(checkpoint: Location) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def recorded_source(record: Mapping[str, Any]) -> Source | None:
+def recorded_source(record: Mapping[str, Any]) -> RecordedSource | None:
     """The source ``run.json`` records (None: none recorded, a checkpoint of an older sparkcep)."""
     found = record.get("source")
     if not isinstance(found, Mapping):
         return None
-    if found.get("type") == "files" and isinstance(found.get("path"), str):
-        reader = SPARK_READER if found.get("reader") == SPARK_READER else SPARKCEP_READER
-        return FileSource(found["path"], reader=reader)
+    if found.get("type") == FILES and isinstance(found.get("path"), str):
+        return RecordedSource(FILES, path=found["path"], reader=str(found.get("reader") or "sparkcep"))
     options = found.get("options")
-    if found.get("type") == "kafka" and isinstance(options, Mapping):
-        return KafkaSource(tuple(sorted((str(k), str(v)) for k, v in options.items())),
-                           time_field_fallback=bool(found.get("time_field_fallback")))  # fmt: skip
+    if found.get("type") == KAFKA and isinstance(options, Mapping):
+        return RecordedSource(KAFKA, options=tuple(sorted((str(k), str(v)) for k, v in options.items())))
     return None
 
 
 # -- measuring ---------------------------------------------------------------------------------------
 
 
-def measure_lag(source: Source, offset: Mapping[str, Any] | None, time_field: str) -> list[SourceLag]:
-    """The lag of ``source`` behind ``offset`` (None: nothing read yet), without side effects: unlike a running
-    job's measure after a batch, a Kafka source's position is not committed to the consumer group (the job
+def measure_lag(source: RecordedSource, offset: Mapping[str, Any] | None, time_field: str) -> list[SourceLag]:
+    """The lag of ``source`` behind ``offset`` (None: nothing read yet), as a running job measures it after a
+    batch, without side effects: a Kafka source's position is not committed to the consumer group (the job
     committed it when the batch ended; a look from outside changes nothing)."""
-    if isinstance(source, KafkaSource):
-        from sparkcep.io.kafka.progress import source_progress
+    if source.kind == KAFKA:
+        from sparkcep.io.kafka.progress import source_progress  # needs the Kafka client
 
-        return source_progress(dict(source.options), offset, source.progress_timeout_s, commit=False)
-    return source.progress(offset, time_field)
+        return source_progress(dict(source.options), offset, source.timeout_s, commit=False)
+    if source.reader == SPARK_READER or source.path is None:
+        return []
+    from sparkcep.io.file_lag import file_lag
+
+    directory = location(source.path)
+    try:
+        listed = reading_order([Listed(name, mtime_ns, size) for name, mtime_ns, size in directory.files()
+                                if is_input(name)])  # fmt: skip
+        return [file_lag(directory, time_field, offset, listed)]
+    except (OSError, ValueError):  # the directory went away, or offsets of another reader: nothing to say
+        return [SourceLag(FILES, str(directory), None)]

@@ -10,11 +10,11 @@ restart would have to read. No Spark is started; a Kafka broker is asked for its
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sparkcep.checkpoint_lag import (
+    RecordedSource,
     committed_batch,
     input_offset,
     measure_lag,
@@ -22,9 +22,7 @@ from sparkcep.checkpoint_lag import (
     read_run_record,
     recorded_source,
 )
-from sparkcep.io.files import FileSource
 from sparkcep.io.lag import lag_totals
-from sparkcep.io.source import Source
 from sparkcep.io.storage import Location
 from sparkcep.jobstatus import lost_since
 from sparkcep.live_lag import newer_lag, read_live_lag
@@ -64,7 +62,8 @@ class JobReport:
 
 
 def job_report(
-    checkpoint: Location, source: Source | None = None, time_field: str | None = None, now_s: float | None = None
+    checkpoint: Location, source: RecordedSource | None = None, time_field: str | None = None,
+    now_s: float | None = None,
 ) -> JobReport:
     """The report on the job of ``checkpoint``; ``source`` overrides the one ``run.json`` records."""
     now = time.time() if now_s is None else now_s
@@ -84,7 +83,7 @@ def job_report(
     if source is None:
         report.lag_problem = NO_SOURCE
         return report
-    report.source = _described(source)
+    report.source = source.described()
     field_name = time_field or str(record.get("time_field") or DEFAULT_TIME_FIELD)
     report.lag = [part.to_json() for part in measure_lag(source, input_offset(checkpoint, committed), field_name)]
     report.lag_measured = "now"
@@ -140,11 +139,3 @@ def _totals(report: JobReport) -> None:
     report.lag_bytes = sum(sizes) if sizes else None
     if report.lag and report.lag_records is None and report.lag_problem is None:
         report.lag_problem = "the source did not answer (see the parts)"
-
-
-def _described(source: Source) -> dict[str, Any]:
-    if isinstance(source, FileSource):
-        return {"type": "files", "path": str(source.path)}
-    options: Mapping[str, str] = dict(getattr(source, "options", ()))
-    return {"type": "kafka", "bootstrap_servers": options.get("bootstrap.servers"), "topics": options.get("topics"),
-            "consumer_group": options.get("commitgroup")}  # fmt: skip

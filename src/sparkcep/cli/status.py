@@ -11,8 +11,8 @@ from pathlib import Path
 
 import click
 
+from sparkcep.checkpoint_lag import FILES, RecordedSource
 from sparkcep.errors import SparkcepError
-from sparkcep.io.source import Source
 from sparkcep.io.storage import Location, location
 from sparkcep.job_report import JobReport, job_report
 
@@ -52,20 +52,19 @@ def status_command(checkpoint_dir: str | None, config_path: Path | None, input_d
 
 def _where(
     checkpoint_dir: str | None, config_path: Path | None, input_dir: str | None
-) -> tuple[Location, Source | None]:
-    from sparkcep.io.files import FileSource
-
+) -> tuple[Location, RecordedSource | None]:
     if config_path is not None:
         if checkpoint_dir is not None or input_dir is not None:
             raise click.UsageError("--config names the checkpoint and the source: give it without --checkpoint/--input")
         from sparkcep.config import load_config
+        from sparkcep.source_records import source_record
         from sparkcep.spark.jobs import pipeline_source
 
         config = load_config(config_path)
-        return location(config.checkpoint), pipeline_source(config)
+        return location(config.checkpoint), source_record(pipeline_source(config))
     if checkpoint_dir is None:
         raise click.UsageError("give --checkpoint DIR (or --config FILE)")
-    return location(checkpoint_dir), None if input_dir is None else FileSource(str(location(input_dir)))
+    return location(checkpoint_dir), None if input_dir is None else RecordedSource(FILES, path=str(location(input_dir)))
 
 
 def _check_checkpoint(checkpoint: Location) -> None:

@@ -161,7 +161,9 @@ class JobState(BaseModel):
         default=None, description="when the job entered the state (for 'lost': its last heartbeat)"
     )
     reason: str | None = Field(
-        default=None, description="why the state is lost or unknown, or the error of a failed job, in one line"
+        default=None,
+        description="why the state is lost or unknown, the error of a failed job, or why a stopped job stopped "
+        "(caught up, a signal, --stop-after), in one line",
     )
     reported_state: str | None = Field(default=None, description="the state the file says")
     reported_since: str | None = None

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from sparkcep.checkpoint_lag import committed_batch, input_offset, measure_lag, planned_batch, source_record
+from sparkcep.checkpoint_lag import committed_batch, input_offset, measure_lag, planned_batch
 from sparkcep.core.control import flush_record, warmup_record
 from sparkcep.core.idle import IdleClock
 from sparkcep.core.pages import DEFAULT_PAGE_KEYS
@@ -37,6 +37,7 @@ from sparkcep.live_lag import LagTimer, LiveLag
 from sparkcep.outputs import DEADLETTER_DIR, ERRORS_DIR, LATE_DIR, BatchMetrics, read_metrics
 from sparkcep.rules.model import RuleSet, rule_keys
 from sparkcep.run_summary import RunSummary, source_position, summarize
+from sparkcep.source_records import source_record
 from sparkcep.spark.batches import BatchCollector
 from sparkcep.spark.idle import IdleAdvancer, known_watermark
 from sparkcep.spark.placement import balanced_bucket_keys, identity_bucket_keys
@@ -221,7 +222,7 @@ class Pipeline:
             record["file_reader"] = self.source.reader
         described = source_record(self.source)
         if described is not None:  # what `sparkcep status` measures a stopped job's lag against
-            record["source"] = described
+            record["source"] = described.to_json()
         path.write_atomically(json.dumps(record, indent=1))
 
     def _bucket_keys(self, stored: dict[str, Any], resumed: bool) -> tuple[int, ...]:
@@ -314,7 +315,8 @@ class Pipeline:
                 committed = committed_batch(self.checkpoint)
                 self._lag_position = (committed, input_offset(self.checkpoint, committed))
             batch_id, offset = self._lag_position
-            return batch_id, measure_lag(self.source, offset, self.program.time_field)
+            recorded = source_record(self.source)
+            return batch_id, [] if recorded is None else measure_lag(recorded, offset, self.program.time_field)
 
     def lag_timer(self) -> LagTimer:
         """Measures the source's lag on a timer while the query runs (see :mod:`sparkcep.live_lag`)."""
