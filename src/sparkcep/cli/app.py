@@ -423,7 +423,13 @@ def _simulate_live(
             missing = "--bootstrap" if bootstrap is None else "--topic"
             raise click.UsageError(f"{missing}: expected a value with --to kafka, got none")
         _remember("simulate", Where())
-        sink = KafkaSink(bootstrap, topic, feed.kind)
+        try:
+            sink = KafkaSink(bootstrap, topic, feed.kind)
+        except SparkcepError as exc:
+            # Its own words name the broker and this command's fixes (scripts/dev-kafka, --bootstrap); the
+            # diagnosis of the client's error behind it would speak of a pipeline file. Nothing failed inside
+            # sparkcep: no trace to keep.
+            raise click.ClickException(str(exc)) from None
     else:
         if out_dir is None:
             raise click.UsageError("--out: expected the directory a streaming run reads (with --to dir), got none")
@@ -434,6 +440,8 @@ def _simulate_live(
     click.echo(f"sparkcep simulate {kind} --live: {per_s:g} events/s into {sink.where}; Ctrl-C stops", err=True)
     try:
         report = run_live(feed, sink, duration_s=None if duration is None else duration / 1000, stop=stop)
+    except SparkcepError as exc:  # a broker lost on the way: in sparkcep's words, as above
+        raise click.ClickException(str(exc)) from None
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
