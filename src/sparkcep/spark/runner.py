@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import signal
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,7 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from sparkcep.checkpoint_lag import committed_batch, input_offset, measure_lag, planned_batch
+from sparkcep.checkpoint_lag import input_offset, planned_batch
 from sparkcep.core.control import flush_record, warmup_record
 from sparkcep.core.idle import IdleClock
 from sparkcep.core.pages import DEFAULT_PAGE_KEYS
@@ -44,6 +43,7 @@ from sparkcep.spark.placement import balanced_bucket_keys, identity_bucket_keys
 from sparkcep.spark.query import QuerySpec, build_stream
 from sparkcep.spark.rescale import query_start
 from sparkcep.spark.rulefeed import RuleFeed, report_unreadable
+from sparkcep.spark.source_lag import SourceLagPosition
 from sparkcep.store import RuleStore
 from sparkcep.store.quarantine import quarantine
 from sparkcep.timeutil import DEFAULT_MAX_AHEAD_MS, format_iso, parse_event_time
@@ -137,10 +137,7 @@ class Pipeline:
         self.on_lag = on_lag  # told of every timed measure of the source's lag (sparkcep.live_lag)
         # Why the run ended, for the job's status file: caught up, a signal, --stop-after (None: it failed).
         self.stop_reason: str | None = None
-        # The newest (batch id, end offsets) the source's lag was measured behind: the timer measures behind the
-        # same, never an older one (counting lines again from the start of a partly read file), under this lock.
-        self._lag_lock = threading.Lock()
-        self._lag_position: tuple[int | None, dict[str, Any] | None] | None = None
+        self._lag: SourceLagPosition | None = None  # set by _check_checkpoint (the checkpoint's source)
         self.rules_seq = 0
         self.unreadable_rule_versions = 0  # store versions no validation accepts (their rules are held paused)
         self.replan_needed = False
@@ -223,6 +220,8 @@ class Pipeline:
         described = source_record(self.source)
         if described is not None:  # what `sparkcep status` measures a stopped job's lag against
             record["source"] = described.to_json()
+        if self._lag is None:  # kept over a re-plan: its position only moves forward
+            self._lag = SourceLagPosition(self.checkpoint, self.source, self.program.time_field)
         path.write_atomically(json.dumps(record, indent=1))
 
     def _bucket_keys(self, stored: dict[str, Any], resumed: bool) -> tuple[int, ...]:
@@ -282,11 +281,11 @@ class Pipeline:
         stream = build_stream(self.spark, self.program, spec)
         base = 0 if resume.rescaled is None else resume.rescaled.batch_base
 
+        position = self._lag
+        assert position is not None  # set by _check_checkpoint
+
         def source_lag(batch_id: int) -> list[SourceLag]:
-            offset = self.source_offset(batch_id - base)
-            with self._lag_lock:
-                self._lag_position = (batch_id, offset)
-                return spec.source.progress(offset, self.program.time_field)
+            return position.after_batch(batch_id, self.source_offset(batch_id - base), spec.source)
 
         collector = BatchCollector(
             self.output, self._writers(), self.metrics_dir, self._after_batch, self._key_fields, source_lag
@@ -307,20 +306,10 @@ class Pipeline:
             query_batch_id = planned_batch(self.checkpoint)
         return input_offset(self.checkpoint, query_batch_id)
 
-    def measure_lag(self) -> tuple[int | None, list[SourceLag]]:
-        """The source's lag now, behind the newest batch measured (at start: the checkpoint's newest committed
-        batch), for the lag timer. A Kafka source's group is not committed here: the batches do that."""
-        with self._lag_lock:
-            if self._lag_position is None:
-                committed = committed_batch(self.checkpoint)
-                self._lag_position = (committed, input_offset(self.checkpoint, committed))
-            batch_id, offset = self._lag_position
-            recorded = source_record(self.source)
-            return batch_id, [] if recorded is None else measure_lag(recorded, offset, self.program.time_field)
-
     def lag_timer(self) -> LagTimer:
-        """Measures the source's lag on a timer while the query runs (see :mod:`sparkcep.live_lag`)."""
-        return LagTimer(self.measure_lag, self._state_dir, self.on_lag, self.config.lag_interval_s)
+        """Measures the source's lag on a timer while the query runs (see :mod:`sparkcep.spark.source_lag`)."""
+        assert self._lag is not None  # set by _check_checkpoint, which start() runs
+        return self._lag.timer(self._state_dir, self.on_lag, self.config.lag_interval_s)
 
     def _key_fields(self) -> dict[str, tuple[str, ...]]:
         """Rule id -> the fields that key its outputs, for the rules in effect now."""
