@@ -375,3 +375,18 @@ def test_status_of_a_stopped_kafka_job_is_end_offsets_minus_the_checkpoints_and_
     assert committed(kafka, group, topic, 2) == [-1001, -1001]  # a look from outside commits nothing
     text = CliRunner().invoke(main, ["status", "--checkpoint", str(ck)])
     assert f"  kafka {topic}/0: 4 rec" in text.output and "behind:     7 records (measured now)" in text.output
+
+    # The console and its Prometheus endpoint over the same checkpoint say the same, per partition.
+    from prometheus_client.parser import text_string_to_metric_families
+    from test_console_api import AUTH, TOKEN, TestClient
+
+    from sparkcep.console import ConsoleSettings, create_app
+
+    client = TestClient(create_app(ConsoleSettings(token=TOKEN, checkpoint_dir=ck)), headers=AUTH)
+    health = client.get("/api/health").json()
+    assert {part["part"]: part["records_behind"] for part in health["source_lag"]} == {f"{topic}/0": 4, f"{topic}/1": 3}
+    assert health["lag_records"] == 7 and health["job"]["reason"] == "stopped by SIGTERM"
+    samples = {s.labels["part"]: s.value for f in text_string_to_metric_families(client.get("/metrics").text)
+               for s in f.samples if s.name == "sparkcep_source_lag_records"}  # fmt: skip
+    assert samples == {f"{topic}/0": 4, f"{topic}/1": 3}
+    assert committed(kafka, group, topic, 2) == [-1001, -1001]
