@@ -9,9 +9,11 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from servers import free_port
 from test_kafka_ops import CREATE_TIME, consume_all, partition_counts
 
@@ -113,3 +115,57 @@ def test_dev_kafka_starts_a_broker_that_takes_a_simulation_and_stops_cleanly(kaf
             os.killpg(script.pid, signal.SIGKILL)
             script.wait()
 
+
+
+SHIPPED_FAST = {
+    "type": "aggregate", "id": "busy-order", "group_by": ["order_number"], "function": "COUNT",
+    "operator": ">=", "limit": "1", "window": "1m", "filter": "event_type = 'PARCEL_SHIPPED'",
+    "output_event": "ORDER_SHIPPING",
+}  # fmt: skip
+
+
+@pytest.mark.spark
+def test_a_live_simulation_into_kafka_gives_alerts_in_a_streaming_run(kafka: str, tmp_path: Path) -> None:
+    from test_kafka_ops import create_topic
+
+    create_topic(kafka, "live-stream", 2)  # a job refuses a topic that does not exist (it names the closest)
+    (tmp_path / "rules.json").write_text(json.dumps({"rules": [SHIPPED_FAST]}))
+    config = tmp_path / "pipeline.yaml"
+    config.write_text(
+        f"source: {{type: kafka, bootstrap_servers: '{kafka}', topics: [live-stream]}}\nrules: {{file: rules.json}}\n"
+        "sinks: {files: out}\ncheckpoint: ck\ntrigger: 1s\nwatermark_delay: 2s\nbuckets: 2\n"
+        "spark: {shuffle_partitions: 2}\n"
+    )
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    job = subprocess.Popen([sys.executable, "-m", "sparkcep.cli", "run", "--config", str(config), "--log-format",
+                            "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+    out, metrics = tmp_path / "out", tmp_path / "ck" / "sparkcep" / "metrics"
+    alerts: list[Path] = []
+    try:
+        deadline = time.monotonic() + 120
+        while not metrics.is_dir() or not any(metrics.iterdir()):  # warm: its first batch is written
+            assert job.poll() is None, job.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "the job did not start"
+            time.sleep(0.5)
+        simulated = subprocess.run(
+            [sys.executable, "-m", "sparkcep.cli", "simulate", "orders", "--live", "--rate", "300/s", "--to", "kafka",
+             "--bootstrap", kafka, "--topic", "live-stream", "--duration", "8s", "--max-delay", "1s"],
+            capture_output=True, text=True, env=env, timeout=120, check=False,
+        )  # fmt: skip
+        assert simulated.returncode == 0, simulated.stderr[-3000:]
+        assert json.loads(simulated.stdout)["lines_written"] > 1000
+        while not alerts:  # alerts come as the watermark passes them
+            assert job.poll() is None, job.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "no alerts from the live topic"
+            shipped = out / "ORDER_SHIPPING"
+            alerts = [p for p in shipped.glob("*.jsonl") if p.stat().st_size] if shipped.is_dir() else []
+            time.sleep(0.5)
+    finally:
+        if job.poll() is None:
+            job.send_signal(signal.SIGTERM)
+        _, stderr = job.communicate(timeout=60)
+    assert job.returncode == 0, stderr[-3000:]
+    records = [json.loads(line) for path in alerts for line in path.read_text().splitlines()]
+    assert records and all(r["rule_id"] == "busy-order" for r in records)
+    assert max(parse_event_time(r["occurred_at"]) for r in records) > (time.time() - 120) * 1000  # about now
+    assert all(r["trigger_origin"]["topic"] == "live-stream" for r in records if "trigger_origin" in r)
