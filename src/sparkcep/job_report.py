@@ -25,7 +25,7 @@ from sparkcep.checkpoint_lag import (
 from sparkcep.io.lag import lag_totals
 from sparkcep.io.storage import Location
 from sparkcep.jobstatus import lost_since
-from sparkcep.live_lag import newer_lag, read_live_lag
+from sparkcep.live_lag import newest_measure, read_live_lag
 from sparkcep.metrics_files import MetricsReader, metrics_dir_of, read_json, status_file_of
 from sparkcep.timeutil import format_iso, read_event_time
 
@@ -123,10 +123,8 @@ def _job_measures(report: JobReport, checkpoint: Location) -> None:
     batches = MetricsReader(metrics_dir_of(checkpoint)).read()
     newest = batches[-1] if batches else None
     live = read_live_lag(state_dir)
-    report.lag = newer_lag(newest.source_lag if newest else [], newest.written_at if newest else None, live)
-    measured_at = newest.written_at if newest is not None and report.lag is newest.source_lag else None
-    if measured_at is None and live is not None:
-        measured_at = live.measured_at
+    report.lag, measured_at = newest_measure(newest.source_lag if newest else [], newest.written_at if newest else None,
+                                             live)  # fmt: skip
     report.lag_measured = "" if measured_at is None else f"by the job at {format_iso(int(measured_at * 1000))}"
     if not report.lag:
         report.lag_problem = "the running job has not measured its lag yet"

@@ -75,9 +75,17 @@ def newer_lag(
     batch_lag: list[dict[str, Any]], batch_written_at: float | None, live: LiveLag | None
 ) -> list[dict[str, Any]]:
     """The newer of the newest batch's lag (written at ``batch_written_at``) and the timed measure."""
+    return newest_measure(batch_lag, batch_written_at, live)[0]
+
+
+def newest_measure(
+    batch_lag: list[dict[str, Any]], batch_written_at: float | None, live: LiveLag | None
+) -> tuple[list[dict[str, Any]], float | None]:
+    """:func:`newer_lag` and when it was measured (None: not known). A batch that did not measure (an empty
+    ``batch_lag``) gives way to the timed measure however old."""
     if live is None or (batch_written_at is not None and batch_written_at >= live.measured_at and batch_lag):
-        return batch_lag
-    return live.lag
+        return batch_lag, batch_written_at if batch_lag else None
+    return live.lag, live.measured_at
 
 
 class LagTimer:

@@ -32,7 +32,7 @@ from sparkcep.io.sink import BatchWriter
 from sparkcep.io.source import Source
 from sparkcep.io.storage import Location, location
 from sparkcep.live_lag import INTERVAL_S as LAG_INTERVAL_S
-from sparkcep.live_lag import LagTimer, LiveLag
+from sparkcep.live_lag import LagTimer, LiveLag, newer_lag, read_live_lag
 from sparkcep.outputs import DEADLETTER_DIR, ERRORS_DIR, LATE_DIR, BatchMetrics, read_metrics
 from sparkcep.rules.model import RuleSet, rule_keys
 from sparkcep.run_summary import RunSummary, source_position, summarize
@@ -467,7 +467,9 @@ class Pipeline:
         metrics = read_metrics(self.metrics_dir)
         source: dict[str, Any] = {"type": "kafka" if self.source.directory is None else "files"}
         source.update(source_position(self.source_offset()))
-        source["lag"] = metrics[-1].source_lag if metrics else []
+        newest = metrics[-1] if metrics else None  # its lag, or the driver's timed measure when that is newer
+        source["lag"] = newer_lag(newest.source_lag if newest else [], newest.written_at if newest else None,
+                                  read_live_lag(self._state_dir))  # fmt: skip
         return summarize(
             metrics,
             self._first_batch,
