@@ -198,14 +198,14 @@ def test_a_stopped_jobs_lag_is_measured_from_its_newest_committed_batch(tmp_path
 
     report = job_report(checkpoint)
     assert (report.state, report.why) == ("failed", "failed: RunError: the disk is full")
-    assert (report.lag_records, report.lag_bytes, report.lag_measured) == (4, len(second), "now")
+    assert (report.lag_records, report.lag_bytes, report.lag_files, report.lag_measured) == (4, len(second), 1, "now")
     assert report.lag[0]["position"] == "1 of 2 files read" and report.lag[0]["event_time_behind_ms"] == 23_000 - 9_000
 
     result = CliRunner().invoke(main, ["status", "--checkpoint", str(ck)])
     assert result.exit_code == 0, result.output
     assert "why:        failed: RunError: the disk is full" in result.output
     assert "batch 0 committed; batch 1 planned, not finished (a restart runs it again)" in result.output
-    assert f"behind:     4 records, {len(second):,} bytes (measured now)" in result.output
+    assert f"behind:     4 records, {len(second):,} bytes, 1 file (measured now)" in result.output
 
 
 def test_status_of_a_running_job_is_its_own_newest_measure(tmp_path: Path) -> None:

@@ -141,5 +141,5 @@ def test_a_caught_up_restart_says_so_and_status_counts_what_came_since(tmp_path:
     report = status_of(tmp_path / "ck")
     assert report["lag_records"] == sum(len(p.read_text().splitlines()) for p in (tmp_path / "in").glob("zz-*"))
     assert report["lag_bytes"] == sum(p.stat().st_size for p in (tmp_path / "in").glob("zz-*"))
-    assert report["lag"][0]["position"] == "2 of 4 files read"  # type: ignore[index]
+    assert report["lag"][0]["position"] == "2 of 4 files read" and report["lag_files"] == 2  # type: ignore[index]
     assert report["caught_up"] is False and report["lag_measured"] == "now"

@@ -50,6 +50,7 @@ class JobReport:
     lag: list[dict[str, Any]] = field(default_factory=list)
     lag_records: int | None = None
     lag_bytes: int | None = None
+    lag_files: int | None = None  # files: those with lines not read yet, whole or in part
     lag_event_time_ms: int | None = None
     lag_problem: str | None = None  # why there is no lag figure
 
@@ -135,5 +136,7 @@ def _totals(report: JobReport) -> None:
     report.lag_records, report.lag_event_time_ms = lag_totals(report.lag)
     sizes = [part["bytes_behind"] for part in report.lag if isinstance(part.get("bytes_behind"), int)]
     report.lag_bytes = sum(sizes) if sizes else None
+    files = [part["files_behind"] for part in report.lag if isinstance(part.get("files_behind"), int)]
+    report.lag_files = sum(files) if files else None
     if report.lag and report.lag_records is None and report.lag_problem is None:
         report.lag_problem = "the source did not answer (see the parts)"

@@ -81,37 +81,46 @@ def _check_checkpoint(checkpoint: Location) -> None:
 def report_lines(report: JobReport) -> list[str]:
     """The report for a terminal: a line per fact, then a line per part of the source."""
     lines = [f"job:        {report.state}" + (f" since {report.since}" if report.since else ""),
-             f"why:        {report.why}"]  # fmt: skip
-    if report.committed_batch is not None:
-        position = f"batch {report.committed_batch} committed"
-        if report.planned_batch is not None and report.planned_batch > report.committed_batch:
-            position += f"; batch {report.planned_batch} planned, not finished (a restart runs it again)"
-        lines.append(f"checkpoint: {position}")
-    else:
-        lines.append("checkpoint: no batch committed yet (a restart reads the source from its start)")
+             f"why:        {report.why}", f"checkpoint: {_position(report)}"]  # fmt: skip
     if report.source:
         shown = report.source.get("path") or (
             f"{report.source.get('bootstrap_servers')} topics {report.source.get('topics')}"
         )
         lines.append(f"source:     {report.source['type']} {shown}")
     if report.lag_problem is not None and report.lag_records is None:
-        lines.append(f"behind:     unknown: {report.lag_problem}")
-        return lines
+        return [*lines, f"behind:     unknown: {report.lag_problem}"]
     measured = f" (measured {report.lag_measured})" if report.lag_measured else ""
+    lines.append(f"behind:     {_amount(report)}{measured}")
+    return lines + [f"  {part.get('source')} {part.get('part')}: {_part(part)}" for part in report.lag]
+
+
+def _position(report: JobReport) -> str:
+    if report.committed_batch is None:
+        return "no batch committed yet (a restart reads the source from its start)"
+    position = f"batch {report.committed_batch} committed"
+    if report.planned_batch is not None and report.planned_batch > report.committed_batch:
+        position += f"; batch {report.planned_batch} planned, not finished (a restart runs it again)"
+    return position
+
+
+def _amount(report: JobReport) -> str:
     if report.caught_up:
-        lines.append(f"behind:     nothing: caught up{measured}")
-    else:
-        amount = [f"{report.lag_records:,} records" if report.lag_records is not None else "records unknown"]
-        if report.lag_bytes is not None:
-            amount.append(f"{report.lag_bytes:,} bytes")
-        lines.append(f"behind:     {', '.join(amount)}{measured}")
-    for part in report.lag:
-        figures = [f"{part['records_behind']:,} rec" if isinstance(part.get("records_behind"), int) else "? rec"]
-        if isinstance(part.get("bytes_behind"), int):
-            figures.append(f"{part['bytes_behind']:,} B")
-        if isinstance(part.get("event_time_behind_ms"), int):
-            figures.append(f"event time {part['event_time_behind_ms'] / 1000:,.1f} s")
-        if part.get("position"):
-            figures.append(f"at {part['position']}")
-        lines.append(f"  {part.get('source')} {part.get('part')}: {', '.join(figures)}")
-    return lines
+        return "nothing: caught up"
+    amount = [f"{report.lag_records:,} records" if report.lag_records is not None else "records unknown"]
+    if report.lag_bytes is not None:
+        amount.append(f"{report.lag_bytes:,} bytes")
+    if report.lag_files is not None:
+        amount.append(f"{report.lag_files:,} file{'' if report.lag_files == 1 else 's'}")
+    return ", ".join(amount)
+
+
+def _part(part: dict[str, object]) -> str:
+    records, size, behind = part.get("records_behind"), part.get("bytes_behind"), part.get("event_time_behind_ms")
+    figures = [f"{records:,} rec" if isinstance(records, int) else "? rec"]
+    if isinstance(size, int):
+        figures.append(f"{size:,} B")
+    if isinstance(behind, int):
+        figures.append(f"event time {behind / 1000:,.1f} s")
+    if part.get("position"):
+        figures.append(f"at {part['position']}")
+    return ", ".join(figures)

@@ -186,6 +186,7 @@ class SourcePartLag(BaseModel):
     )
     bytes_behind: int | None = None
     position: str | None = Field(default=None, description="where the job is, in the source's terms")
+    files_behind: int | None = Field(default=None, description="files: those with lines not read yet")
 
 
 class Health(BaseModel):
