@@ -9,6 +9,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from sparkcep.checkpoint_lag import FILES, RecordedSource, committed_batch, input_offset, planned_batch, recorded_source
@@ -243,3 +244,31 @@ def test_a_kafka_source_is_recorded_without_secrets_and_rebuilt() -> None:
     assert recorded_source({"source": json.loads(json.dumps(recorded.to_json()))}) == recorded
     assert recorded.described() == {"type": "kafka", "bootstrap_servers": "b:9092", "topics": "t",
                                     "consumer_group": "g"}  # fmt: skip
+
+
+def test_a_reader_waits_a_bounded_time_for_a_stopped_jobs_measure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The console's first look at a large backlog counts every waiting line once: a page or a scrape shows the
+    last figure known meanwhile, and the measure once it is done."""
+    from sparkcep import current_lag
+
+    ck = tmp_path / "ck"
+    write_status(ck, "stopped", reason="stopped by SIGTERM")
+    (ck / "sparkcep" / "run.json").write_text(json.dumps({"source": {"type": "files", "path": str(tmp_path)}}))
+    release, calls = threading.Event(), []
+
+    def slow_measure(source: RecordedSource, offset: object, time_field: str) -> list[SourceLag]:
+        calls.append(source.path)
+        assert release.wait(60)
+        return files_lag(42)
+
+    monkeypatch.setattr(current_lag, "measure_lag", slow_measure)
+    reader = current_lag.CheckpointLag(location(ck), wait_s=0.0)
+    last_batch = [files_lag(3)[0].to_json()]
+    assert reader.current(last_batch, 1.0) == last_batch  # the measure is not done: the batch's figure stands
+    release.set()
+    measuring = reader._measuring
+    assert measuring is not None
+    measuring.join(60)
+    assert reader.current(last_batch, 1.0)[0]["records_behind"] == 42 and calls == [str(tmp_path)]  # kept 15 s

@@ -7,7 +7,7 @@ figure there is, whether or not the job runs.
   batch goes stale as input arrives. The reader measures it then, from the checkpoint's newest committed batch
   (:mod:`sparkcep.checkpoint_lag`), at most once every :data:`REFRESH_S` seconds: a Prometheus scrape or a
   console page every few seconds costs one directory listing or one watermark call per Kafka partition per
-  interval, and never commits the consumer group.
+  interval, and never commits the consumer group. A request waits for a measure at most :data:`WAIT_S`.
 """
 
 from __future__ import annotations
@@ -24,20 +24,31 @@ from sparkcep.live_lag import newer_lag, read_live_lag
 from sparkcep.metrics_files import read_status
 
 REFRESH_S = 15.0
+WAIT_S = 2.0  # the longest a request waits for a stopped job's measure (then: the last one known)
 DEFAULT_TIME_FIELD = "occurred_at"
 
 
 class CheckpointLag:
-    """The current lag of the job of ``checkpoint``, for a long-lived reader (one per console or exporter)."""
+    """The current lag of the job of ``checkpoint``, for a long-lived reader (one per console or exporter).
+
+    A stopped job's measure runs in a thread of its own and a request waits for it at most ``wait_s``: the first
+    look at a large backlog counts the lines of every waiting file once, which must not hold up a page or a
+    scrape. Until it is done the last measure (or the last batch's figure) is shown."""
 
     def __init__(
-        self, checkpoint: Location, refresh_s: float = REFRESH_S, clock: Callable[[], float] = time.time
+        self,
+        checkpoint: Location,
+        refresh_s: float = REFRESH_S,
+        clock: Callable[[], float] = time.time,
+        wait_s: float = WAIT_S,
     ) -> None:
         self.checkpoint = checkpoint
         self.refresh_s = refresh_s
+        self.wait_s = wait_s
         self._clock = clock
         self._lock = threading.Lock()
         self._measured: tuple[float, int | None, list[dict[str, Any]]] | None = None  # (at, batch, lag)
+        self._measuring: threading.Thread | None = None
 
     def current(self, batch_lag: list[dict[str, Any]], batch_written_at: float | None) -> list[dict[str, Any]]:
         """The lag to show, given the newest batch's (measured when it was written at ``batch_written_at``)."""
@@ -51,20 +62,29 @@ class CheckpointLag:
         return self._stopped(batch_lag, now)
 
     def _stopped(self, batch_lag: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
+        committed = committed_batch(self.checkpoint)
         with self._lock:
-            committed = committed_batch(self.checkpoint)
             known = self._measured
-            if known is not None and now - known[0] < self.refresh_s and known[1] == committed:
-                return known[2]
-            record = read_run_record(self.checkpoint)
-            source = recorded_source(record)
-            if source is None:  # an older checkpoint: nothing to measure against, the batch's figure stands
-                return batch_lag
-            time_field = str(record.get("time_field") or DEFAULT_TIME_FIELD)
-            try:
-                rows = measure_lag(source, input_offset(self.checkpoint, committed), time_field)
-            except Exception:  # a reader shows what it has: the source may be gone with the job
-                return batch_lag
-            lag = [row.to_json() for row in rows]
-            self._measured = (now, committed, lag)
-            return lag
+            fresh = known is not None and now - known[0] < self.refresh_s and known[1] == committed
+            measuring = self._measuring
+            if not fresh and (measuring is None or not measuring.is_alive()):
+                measuring = self._measuring = threading.Thread(
+                    target=self._measure, args=(committed, now), name="sparkcep-stopped-lag", daemon=True
+                )
+                measuring.start()
+        if not fresh and measuring is not None:
+            measuring.join(self.wait_s)
+        known = self._measured
+        return known[2] if known is not None and known[1] == committed else batch_lag
+
+    def _measure(self, committed: int | None, now: float) -> None:
+        record = read_run_record(self.checkpoint)
+        source = recorded_source(record)
+        if source is None:  # an older checkpoint: nothing to measure against, the batch's figure stands
+            return
+        time_field = str(record.get("time_field") or DEFAULT_TIME_FIELD)
+        try:
+            rows = measure_lag(source, input_offset(self.checkpoint, committed), time_field)
+        except Exception:  # a reader shows what it has: the source may be gone with the job
+            return
+        self._measured = (now, committed, [row.to_json() for row in rows])
