@@ -272,3 +272,28 @@ def test_a_reader_waits_a_bounded_time_for_a_stopped_jobs_measure(
     assert measuring is not None
     measuring.join(60)
     assert reader.current(last_batch, 1.0)[0]["records_behind"] == 42 and calls == [str(tmp_path)]  # kept 15 s
+
+
+def test_the_line_says_starting_from_the_first_second_until_the_query_runs() -> None:
+    """The Spark session and the query take 10-60 s (a live job warms up too): not a blank terminal meanwhile."""
+    out = Terminal()
+    progress = RunProgress("text", stream=out)
+    progress.starting("run", "/logs/run.log")
+    begun = progress.started
+    assert out.getvalue().startswith("sparkcep run: Spark's own output goes to /logs/run.log\n")
+    progress.tick(begun + 12)
+    assert out.getvalue().split("\r\x1b[2K")[-1] == "starting 12s: the Spark session, then the query"
+    progress.start("run", "/logs/run.log", "http://127.0.0.1:4040")
+    shown = out.getvalue()
+    assert shown.count("Spark's own output goes to") == 1 and "Spark UI: http://127.0.0.1:4040" in shown
+    progress.tick(progress.started + 1)
+    assert out.getvalue().split("\r\x1b[2K")[-1].startswith("started 1s ago | waiting for the first micro-batch")
+    progress.end({})
+    log = io.StringIO()
+    as_json = RunProgress("json", stream=log)
+    as_json.starting("run", "/logs/run.log")
+    as_json.start("run", "/logs/run.log")
+    as_json.end({})
+    events = [json.loads(text) for text in log.getvalue().splitlines()]
+    assert [e["event"] for e in events] == ["starting", "start", "waiting", "end"]
+    assert events[0]["log"] == "/logs/run.log"

@@ -266,6 +266,7 @@ def _run_job(job: Job, settings: SparkSettings, log: CommandLog, quiet: bool, lo
 
     try:
         spark_log = None if log.spark_log is None else str(log.spark_log)
+        progress.starting(log.command, spark_log)  # from the first second, not once the query runs
         result = run_job(job, settings, log.command, on_batch=progress.batch, on_start=started, log=spark_log,
                          on_lag=progress.lag)  # fmt: skip
     finally:

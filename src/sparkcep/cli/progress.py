@@ -92,12 +92,32 @@ class RunProgress:
         self._idle_reported = False  # a JSON "waiting for input" line said so for this idle spell
         self._said_caught_up = False  # the last lag reported in JSON was 0 and a caught_up line said so
         self._last_rate: float | None = None  # the rate the live line shows
+        self._running = False  # start() was called: the query runs (before: the session and query are starting)
+        self._log_shown = False  # the line naming Spark's log was printed (by starting())
 
     # -- events --------------------------------------------------------------------------------------
+
+    def starting(self, command: str, log_path: str | None) -> None:
+        """The command begins: the Spark session and then the query start (10-60 s; a live job also warms up).
+        A terminal's line says so and counts the seconds; a JSON log gets a ``starting`` line."""
+        self.started = self._last_input = time.time()
+        if self.quiet:
+            return
+        if self.log_format == "json":
+            self._json({"event": "starting", "command": command, "log": log_path})
+            return
+        if not self.live:
+            return
+        if log_path is not None:
+            self._print(f"sparkcep {command}: Spark's own output goes to {log_path}")
+            self._log_shown = True
+        self._start_ticker()
+        self.tick()
 
     def start(self, command: str, log_path: str | None, spark_ui: str | None = None) -> None:
         """The Spark session is up: the idle time counts from now."""
         self.started = self._last_input = time.time()
+        self._running = True
         if self.quiet:
             return
         if self.log_format == "json":
@@ -108,13 +128,15 @@ class RunProgress:
             return
         if not self.live:  # a pipe or a service: the summary names the log; errors name it too
             return
-        if log_path is not None:
+        if log_path is not None and not self._log_shown:
             self._print(f"sparkcep {command}: Spark's own output goes to {log_path}")
         if spark_ui is not None:
             self._print(f"Spark UI: {spark_ui}")
         self._start_ticker()
 
     def _start_ticker(self) -> None:
+        if self._ticker is not None and self._ticker.is_alive():
+            return  # started by starting(): the same ticker goes on
         self._ticker = threading.Thread(target=self._tick_until_stopped, name="sparkcep-progress", daemon=True)
         self._ticker.start()
 
@@ -174,6 +196,9 @@ class RunProgress:
                     self._idle_reported = True
                 return
             if not self.live:
+                return
+            if not self._running:  # the Spark session, then the query (a live job's warm-up batch)
+                self._show(f"starting {shown_lag_time(int(idle * 1000))}: the Spark session, then the query")
                 return
             records_behind, time_behind = self._lag or (None, None)
             if self._last is None:
