@@ -29,6 +29,7 @@ from sparkcep.io.lag import SourceLag
 from sparkcep.io.storage import Location, location
 
 RUN_RECORD = "run.json"
+RESCALED_RECORD = "rescaled.json"  # written by sparkcep rescale (sparkcep.spark.rescale.Rescaled)
 DEFAULT_TIMEOUT_S = 5.0  # each wait for a Kafka broker (as a running job's, sparkcep.io.kafka.progress)
 
 
@@ -65,6 +66,21 @@ def input_offset(checkpoint: Location, batch_id: int | None) -> dict[str, Any] |
     except (OSError, ValueError):
         return None
     return found if isinstance(found, dict) else None
+
+
+def resume_position(checkpoint: Location) -> tuple[int | None, dict[str, Any] | None]:
+    """Where a restart resumes: the newest committed batch and its input end offsets. A rescaled checkpoint
+    (``sparkcep rescale``) whose first batch has not run yet resumes where the old query stopped, which its
+    ``sparkcep/rescaled.json`` holds (``input_offsets``, the reader's offsets as JSON text)."""
+    committed = committed_batch(checkpoint)
+    if committed is not None:
+        return committed, input_offset(checkpoint, committed)
+    try:
+        rescaled = json.loads((checkpoint / "sparkcep" / RESCALED_RECORD).read_text())
+        carried = json.loads(rescaled["input_offsets"]) if isinstance(rescaled, dict) else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, None
+    return None, carried if isinstance(carried, dict) else None
 
 
 # -- what source a checkpoint reads ----------------------------------------------------------------

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sparkcep.checkpoint_lag import committed_batch, input_offset, measure_lag, read_run_record, recorded_source
+from sparkcep.checkpoint_lag import measure_lag, read_run_record, recorded_source, resume_position
 from sparkcep.io.storage import Location
 from sparkcep.jobstatus import ALIVE_STATES
 from sparkcep.live_lag import newer_lag, read_live_lag
@@ -62,14 +62,14 @@ class CheckpointLag:
         return self._stopped(batch_lag, now)
 
     def _stopped(self, batch_lag: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
-        committed = committed_batch(self.checkpoint)
+        committed, offset = resume_position(self.checkpoint)
         with self._lock:
             known = self._measured
             fresh = known is not None and now - known[0] < self.refresh_s and known[1] == committed
             measuring = self._measuring
             if not fresh and (measuring is None or not measuring.is_alive()):
                 measuring = self._measuring = threading.Thread(
-                    target=self._measure, args=(committed, now), name="sparkcep-stopped-lag", daemon=True
+                    target=self._measure, args=(committed, offset, now), name="sparkcep-stopped-lag", daemon=True
                 )
                 measuring.start()
         if not fresh and measuring is not None:
@@ -77,14 +77,14 @@ class CheckpointLag:
         known = self._measured
         return known[2] if known is not None and known[1] == committed else batch_lag
 
-    def _measure(self, committed: int | None, now: float) -> None:
+    def _measure(self, committed: int | None, offset: dict[str, Any] | None, now: float) -> None:
         record = read_run_record(self.checkpoint)
         source = recorded_source(record)
         if source is None:  # an older checkpoint: nothing to measure against, the batch's figure stands
             return
         time_field = str(record.get("time_field") or DEFAULT_TIME_FIELD)
         try:
-            rows = measure_lag(source, input_offset(self.checkpoint, committed), time_field)
+            rows = measure_lag(source, offset, time_field)
         except Exception:  # a reader shows what it has: the source may be gone with the job
             return
         self._measured = (now, committed, [row.to_json() for row in rows])

@@ -15,12 +15,11 @@ from typing import Any
 
 from sparkcep.checkpoint_lag import (
     RecordedSource,
-    committed_batch,
-    input_offset,
     measure_lag,
     planned_batch,
     read_run_record,
     recorded_source,
+    resume_position,
 )
 from sparkcep.io.lag import lag_totals
 from sparkcep.io.storage import Location
@@ -70,7 +69,7 @@ def job_report(
     now = time.time() if now_s is None else now_s
     state, since, why, status = _state(checkpoint, now)
     record = read_run_record(checkpoint)
-    committed = committed_batch(checkpoint)
+    committed, offset = resume_position(checkpoint)
     report = JobReport(
         checkpoint=str(checkpoint), state=state, why=why, since=since,
         bounded=status.get("bounded") if isinstance(status.get("bounded"), bool) else None,
@@ -86,7 +85,7 @@ def job_report(
         return report
     report.source = source.described()
     field_name = time_field or str(record.get("time_field") or DEFAULT_TIME_FIELD)
-    report.lag = [part.to_json() for part in measure_lag(source, input_offset(checkpoint, committed), field_name)]
+    report.lag = [part.to_json() for part in measure_lag(source, offset, field_name)]
     report.lag_measured = "now"
     _totals(report)
     return report

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from sparkcep.checkpoint_lag import committed_batch, input_offset, measure_lag
+from sparkcep.checkpoint_lag import measure_lag, resume_position
 from sparkcep.io.lag import SourceLag
 from sparkcep.io.source import Source
 from sparkcep.io.storage import Location
@@ -43,8 +43,7 @@ class SourceLagPosition:
         """The lag now, behind the newest batch measured, without side effects (no group commit)."""
         with self._lock:
             if self._position is None:
-                committed = committed_batch(self.checkpoint)
-                self._position = (committed, input_offset(self.checkpoint, committed))
+                self._position = resume_position(self.checkpoint)
             batch_id, offset = self._position
             recorded = source_record(self.source)
             return batch_id, [] if recorded is None else measure_lag(recorded, offset, self.time_field)
