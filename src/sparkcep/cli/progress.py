@@ -4,13 +4,14 @@ nothing (``--quiet``).
 The command points standard error at its log file while Spark runs (Spark's own output goes there), so this
 writes to a copy of the standard error the command started with, taken before that.
 
-- ``text`` on a terminal: one line, rewritten after every micro-batch: batch, events/s while busy, watermark, how
+- ``text`` on a terminal: ``starting`` and the seconds counted while the Spark session and the query start; then
+  one line, rewritten after every micro-batch: batch, events/s while busy, watermark, how
   far the source is behind (records and event time), outputs, late events and dead letters. When no batch with
   input came for :data:`IDLE_AFTER_S` the line says ``waiting for input`` and for how long instead of a rate. Not
   on a terminal (a pipe, a file, a service manager), ``text`` prints nothing while it runs (the summary names the
   log file).
-- ``json``: one JSON object per line for every event (``start``, ``batch``, ``end``, ``error``), for log
-  collectors; nothing else is printed on standard error. What the live line says in words has its events too:
+- ``json``: one JSON object per line for every event (``starting``, ``start``, ``batch``, ``end``, ``error``),
+  for log collectors; nothing else is printed on standard error. What the live line says in words has its events too:
   ``waiting`` (``"for": "first_batch"`` right after ``start``; ``"for": "input"`` once per idle spell of
   :data:`IDLE_AFTER_S`), ``caught_up`` (each time nothing is left to read, after being behind or not knowing),
   and ``lag`` (a timed measure of the driver whose figures differ from the last ones reported).
