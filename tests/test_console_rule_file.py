@@ -56,6 +56,7 @@ def test_a_rule_file_pipeline_is_served_read_only(tmp_path: Path) -> None:
 
     health = client.get("/api/health")
     assert health.status_code == 200 and health.json()["job"]["state"] == "unknown"
+    assert health.json()["rules_read_only"] == f"rule file {tmp_path / 'rules.json'}"  # the page offers no change
     assert set(health.json()["per_rule"]) == set(rules)
     assert client.get("/api/records/deadletter").status_code == 200
     assert client.get("/api/alerts").status_code == 200

@@ -57,6 +57,10 @@ class Console:
             )
         return self.store
 
+    def rules_read_only(self) -> str | None:
+        """``rule file PATH`` for a job's rule file (the page then offers no changes); None for a store."""
+        return f"rule file {self.store.path}" if isinstance(self.store, RuleFileStore) else None
+
     def writable_store(self) -> RuleStore:
         """The store, for a change: a job's rule file is refused with 409 (the job reads it once, at start)."""
         store = self.require_store()

@@ -33,4 +33,5 @@ def health(console: Annotated[Console, Depends(get_console)]) -> Health:
     counts = {rule_id: e.count for rule_id, e in errors.items()}
     now = time.time()
     job = read_job_state(console.settings.checkpoint_dir, now)
-    return compute_health(batches, alerts, counts, quarantined, now, rule_ids, job, console.source_lag(batches))
+    found = compute_health(batches, alerts, counts, quarantined, now, rule_ids, job, console.source_lag(batches))
+    return found.model_copy(update={"rules_read_only": console.rules_read_only()})

@@ -215,6 +215,11 @@ class Health(BaseModel):
     per_rule: dict[str, RuleCounts]
     quarantined: list[QuarantineInfo]
     series: list[SeriesPoint]
+    rules_read_only: str | None = Field(
+        default=None,
+        description="why the console cannot change the rules (a job run with a rule file: 'rule file PATH'); "
+        "null when they come from a store",
+    )
 
 
 class OutputRecord(BaseModel):
