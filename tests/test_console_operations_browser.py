@@ -60,6 +60,24 @@ def test_the_job_state_is_shown_with_its_spark_ui_and_last_batch(tmp_path: Path)
         expect(page.get_by_test_id("job-state-reason")).to_contain_text("no status file")
 
 
+def test_a_stopped_job_says_why_and_its_lag_per_partition(tmp_path: Path) -> None:
+    job = Job(tmp_path)
+    write_status(job, status("stopped", 60, 60, reason="stopped by SIGTERM"))
+    lag = [{"source": "kafka", "part": "orders/0", "records_behind": 1200, "event_time_behind_ms": 90_000,
+            "position": "500"},
+           {"source": "kafka", "part": "orders/1", "records_behind": 34, "position": "77"}]  # fmt: skip
+    job.write_metrics(BatchMetrics(3, accepted=10, written_at=time.time() - 60, source_lag=lag))
+    with serving(create_app(job.settings(token=TOKEN))) as base, console_page() as page:
+        page.goto(f"{base}/#token={TOKEN}")
+        expect(page.get_by_test_id("job-state-badge")).to_have_attribute("data-state", "stopped", timeout=15_000)
+        expect_text(page.get_by_test_id("job-state-reason"), "stopped by SIGTERM")
+        expect(page.get_by_test_id("health-lag")).to_have_text("1,234 rec · 1m 30s")
+        parts = page.get_by_test_id("health-lag-part")
+        expect(parts).to_have_count(2)
+        expect(parts.nth(0)).to_have_text("orders/0: 1,200 rec · 1m 30s · at 500")
+        expect(parts.nth(1)).to_have_text("orders/1: 34 rec · at 77")
+
+
 def test_dead_letters_and_late_records_open_and_page(tmp_path: Path) -> None:
     job = Job(tmp_path)
     lines: list[str] = []

@@ -173,6 +173,25 @@ buckets: 8
     assert {name.split(":")[0] for name in sinks} == {"postgres", "kafka"}
     assert 0 < sum(count for name, count in sinks.items() if name.startswith("postgres")) <= len(expected)
 
+    # Stopped, then more records came: `sparkcep status` says how many a restart would read, per partition, the
+    # same as the consumer group's lag (end offsets minus the group's offsets), and why the job stopped.
+    produce(kafka, topic, [(0, lines[0]), (0, lines[1]), (0, lines[2]), (1, lines[3])])
+    for options in (["--checkpoint", str(tmp_path / "ck")], ["--config", str(config)]):
+        status = subprocess.run([sys.executable, "-m", "sparkcep.cli", "status", *options, "--json"], env=env,
+                                capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+        assert status.returncode == 0, status.stderr
+        report = json.loads(status.stdout)
+        behind = {part["part"]: part["records_behind"] for part in report["lag"]}
+        assert behind == {f"{topic}/0": 3, f"{topic}/1": 1} and report["lag_records"] == 4
+        assert report["state"] == "stopped" and report["why"].startswith("stopped: caught up")
+    reader = Consumer({"bootstrap.servers": kafka, "group.id": group, "enable.auto.commit": False})
+    try:
+        for tp in reader.committed([TopicPartition(topic, p) for p in (0, 1)], timeout=10):
+            _, high = reader.get_watermark_offsets(tp, timeout=10)
+            assert high - tp.offset == behind[f"{topic}/{tp.partition}"]  # the group's lag, which status left alone
+    finally:
+        reader.close()
+
 
 # Long (1-3 min): aligned backfill is covered by default by test_spark_files' overlapping files, and the Kafka
 # reader's alignment by unit tests.

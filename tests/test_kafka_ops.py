@@ -338,3 +338,55 @@ def test_reader_options_name_the_consumer_group(tmp_path: Path) -> None:
     assert dict(kafka_reader_options(load_config(path).source, "/data/ck"))["commitgroup"] == "cep"  # type: ignore[arg-type]
     path.write_text("source: {type: kafka, bootstrap_servers: 'b:1', topics: [t], commit_offsets: false}\n" + sinks)
     assert "commitgroup" not in dict(kafka_reader_options(load_config(path).source, "/data/ck"))  # type: ignore[arg-type]
+
+
+def test_status_of_a_stopped_kafka_job_is_end_offsets_minus_the_checkpoints_and_commits_nothing(
+    kafka: str, tmp_path: Path
+) -> None:
+    """``sparkcep status``: per partition, the broker's end offset minus the newest committed batch's end offset
+    in the checkpoint (a planned batch that never finished does not count); the consumer group is left as the
+    job left it."""
+    from click.testing import CliRunner
+    from test_live_lag import write_batch, write_status
+
+    from sparkcep.cli.app import main
+    from sparkcep.source_records import source_record
+
+    topic, group = "stopped-job", "sparkcep-stopped-test"
+    create_topic(kafka, topic, 2)
+    base = 1_704_067_200_000
+    send(kafka, topic, [(0, base + i * 1_000) for i in range(10)] + [(1, base + i * 500) for i in range(4)])
+    ck = tmp_path / "ck"
+    write_batch(ck, 0, {f"{topic}:0": 6, f"{topic}:1": 1}, committed=True)
+    write_batch(ck, 1, {f"{topic}:0": 10, f"{topic}:1": 4}, committed=False)
+    write_status(ck, "stopped", reason="stopped by SIGTERM")
+    source = KafkaSource((("bootstrap.servers", kafka), ("commitgroup", group), ("topics", topic)))
+    recorded = source_record(source)
+    assert recorded is not None
+    (ck / "sparkcep" / "run.json").write_text(json.dumps({"source": recorded.to_json()}))
+
+    result = CliRunner().invoke(main, ["status", "--checkpoint", str(ck), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    parts = {part["part"]: (part["records_behind"], part["position"]) for part in report["lag"]}
+    assert parts == {f"{topic}/0": (4, "6"), f"{topic}/1": (3, "1")}
+    assert (report["lag_records"], report["why"]) == (7, "stopped: stopped by SIGTERM")
+    assert report["source"] == {"type": "kafka", "bootstrap_servers": kafka, "topics": topic, "consumer_group": group}
+    assert committed(kafka, group, topic, 2) == [-1001, -1001]  # a look from outside commits nothing
+    text = CliRunner().invoke(main, ["status", "--checkpoint", str(ck)])
+    assert f"  kafka {topic}/0: 4 rec" in text.output and "behind:     7 records (measured now)" in text.output
+
+    # The console and its Prometheus endpoint over the same checkpoint say the same, per partition.
+    from prometheus_client.parser import text_string_to_metric_families
+    from test_console_api import AUTH, TOKEN, TestClient
+
+    from sparkcep.console import ConsoleSettings, create_app
+
+    client = TestClient(create_app(ConsoleSettings(token=TOKEN, checkpoint_dir=ck)), headers=AUTH)
+    health = client.get("/api/health").json()
+    assert {part["part"]: part["records_behind"] for part in health["source_lag"]} == {f"{topic}/0": 4, f"{topic}/1": 3}
+    assert health["lag_records"] == 7 and health["job"]["reason"] == "stopped by SIGTERM"
+    samples = {s.labels["part"]: s.value for f in text_string_to_metric_families(client.get("/metrics").text)
+               for s in f.samples if s.name == "sparkcep_source_lag_records"}  # fmt: skip
+    assert samples == {f"{topic}/0": 4, f"{topic}/1": 3}
+    assert committed(kafka, group, topic, 2) == [-1001, -1001]

@@ -23,6 +23,7 @@ from sparkcep.diagnose import check_checkpoint_complete
 from sparkcep.errors import CheckpointIncomplete
 from sparkcep.io.files import FileSource
 from sparkcep.io.storage import location
+from sparkcep.job_report import job_report
 from sparkcep.rules.model import load_rules
 from sparkcep.run_summary import RunSummary
 from sparkcep.simulate import generate_orders
@@ -205,6 +206,9 @@ def test_rescaled_from_4_to_2_partitions_by_the_command_line_resumes_after_a_sto
     assert json.loads(result.output)["partitions"] == 2
 
     place(tmp_path / "in", stream[: STOP_AFTER + 1])
+    # Before its first batch the rescaled checkpoint stands where the old one stopped: the same input waits.
+    waiting_old, waiting_new = job_report(location(tmp_path / "old")), job_report(location(tmp_path / "new"))
+    assert waiting_new.lag_records == waiting_old.lag_records > 0 and waiting_new.committed_batch is None
     query = Pipeline(spark, RULES, config(tmp_path, "new")).start(available_now=False, trigger_interval="0 seconds")
     try:
         deadline = time.monotonic() + 120

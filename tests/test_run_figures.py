@@ -244,11 +244,12 @@ def test_json_lines_for_a_service_log() -> None:
     progress.batch(metrics_of(0, started + 2))
     assert progress.error(["Error: something", "Fix: this"])
     events = [json.loads(text) for text in out.getvalue().splitlines()]
-    assert [e["event"] for e in events] == ["start", "batch", "error"]
+    assert [e["event"] for e in events] == ["start", "waiting", "batch", "error"]
     assert events[0]["spark_ui"] == "http://127.0.0.1:4040" and events[0]["log"] == "/logs/run.log"
-    assert events[1]["lag_records"] == 1234 and events[1]["lag_event_time_ms"] == 3 * 3_600_000 + 600_000
-    assert events[1]["events_per_s"] == 2000.0  # 1,000 records in the batch's 0.5 busy seconds
-    assert events[2]["level"] == "error" and events[2]["message"] == "Error: something\nFix: this"
+    assert events[1]["for"] == "first_batch"  # the JSON form of "waiting for the first micro-batch"
+    assert events[2]["lag_records"] == 1234 and events[2]["lag_event_time_ms"] == 3 * 3_600_000 + 600_000
+    assert events[2]["events_per_s"] == 2000.0  # 1,000 records in the batch's 0.5 busy seconds
+    assert events[3]["level"] == "error" and events[3]["message"] == "Error: something\nFix: this"
 
 
 def test_the_rate_is_over_busy_time_and_an_idle_spell_neither_repeats_nor_dilutes_it() -> None:
@@ -298,10 +299,10 @@ def test_json_batches_without_input_have_no_rate_and_the_ticker_stops() -> None:
     progress = RunProgress("json", stream=out)
     progress.start("run", None)
     progress.batch(metrics_of(0, time.time(), records=0))
-    progress.tick()  # the idle line is for a terminal: a log gets nothing between batches
+    progress.tick()  # not idle long enough yet: a log gets nothing between batches
     progress.end({})
     events = [json.loads(text) for text in out.getvalue().splitlines()]
-    assert [e["event"] for e in events] == ["start", "batch", "end"] and events[1]["events_per_s"] is None
+    assert [e["event"] for e in events] == ["start", "waiting", "batch", "end"] and events[2]["events_per_s"] is None
     terminal = RunProgress("text", stream=Terminal())
     terminal.start("run", None)
     assert terminal._ticker is not None and terminal._ticker.is_alive()

@@ -62,11 +62,12 @@ def test_progress_lines_lag_status_and_a_summary_per_scope(tmp_path: Path) -> No
     total = lines_in(tmp_path / "in")
     summary, events = run_cli(tmp_path, "--spark-ui")
 
-    assert events[0]["event"] == "start" and events[-1]["event"] == "end"
-    spark_ui = events[0]["spark_ui"]
+    # "starting" from the first second (the Spark session takes 10-60 s), "start" once the query runs.
+    assert [events[0]["event"], events[1]["event"], events[-1]["event"]] == ["starting", "start", "end"]
+    spark_ui = events[1]["spark_ui"]
     assert isinstance(spark_ui, str) and spark_ui.startswith("http://")
-    assert Path(str(events[0]["log"])).is_file()  # Spark's own output, out of the way
-    assert summary["log"] == events[0]["log"]
+    assert Path(str(events[1]["log"])).is_file()  # Spark's own output, out of the way
+    assert summary["log"] == events[1]["log"] == events[0]["log"]
     batches = [e for e in events if e["event"] == "batch"]
     assert len(batches) >= 3, "a file per batch"
     read = 0
@@ -93,3 +94,54 @@ def test_progress_lines_lag_status_and_a_summary_per_scope(tmp_path: Path) -> No
 
     with pytest.raises(OSError):  # the UI went with the job
         urllib.request.urlopen(str(spark_ui), timeout=2)  # noqa: S310 - a loopback address the test made
+
+
+def run_json(tmp_path: Path) -> tuple[dict[str, object], list[dict[str, object]]]:
+    """A bounded ``sparkcep run`` with a JSON log: its summary and its log's events."""
+    args = [
+        sys.executable, "-m", "sparkcep.cli", "run", "--rules", str(ROOT / "examples" / "orders.rules.json"),
+        "--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "ck"),
+        "--until-caught-up", "--log-format", "json", "--buckets", "4",
+    ]  # fmt: skip
+    job = subprocess.run(args, check=False, capture_output=True, text=True, timeout=600)
+    assert job.returncode == 0, job.stderr[-3000:]
+    return json.loads(job.stdout), [json.loads(text) for text in job.stderr.splitlines()]
+
+
+def status_of(checkpoint: Path) -> dict[str, object]:
+    found = subprocess.run([sys.executable, "-m", "sparkcep.cli", "status", "--checkpoint", str(checkpoint), "--json"],
+                           check=False, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert found.returncode == 0, found.stderr
+    report = json.loads(found.stdout)
+    assert isinstance(report, dict)
+    return report
+
+
+def test_a_caught_up_restart_says_so_and_status_counts_what_came_since(tmp_path: Path) -> None:
+    """Issue 29: a restart with nothing new runs no micro-batch, and says it is caught up (JSON log) before it
+    ends; a stopped job's lag is the input a restart would read, measured from the checkpoint alone."""
+    generate_orders(tmp_path / "in", 600, seed=7, files=2, mean_gap_ms=60_000)
+    _, first = run_json(tmp_path)
+    assert [e["event"] for e in first][:4] == ["starting", "start", "waiting", "lag"]
+    assert first[2]["for"] == "first_batch"
+    assert first[3]["lag_records"] == lines_in(tmp_path / "in")  # measured as the run starts, before any batch
+    assert [e["event"] for e in first if e["event"] == "caught_up"] == ["caught_up"]
+
+    summary, again = run_json(tmp_path)
+    assert [e["event"] for e in again] == ["starting", "start", "waiting", "lag", "caught_up", "end"]
+    assert again[3]["lag_records"] == 0 and summary["this_run"]["records"] == 0  # type: ignore[index]
+
+    report = status_of(tmp_path / "ck")
+    assert (report["state"], report["caught_up"], report["lag_records"]) == ("stopped", True, 0)
+    assert str(report["why"]).startswith("stopped: caught up")
+    assert report["source"] == {"type": "files", "path": str(tmp_path / "in")}
+
+    generate_orders(tmp_path / "more", 250, seed=8, files=2, start_ms=1_704_153_600_000)
+    added = sorted((tmp_path / "more").glob("*.jsonl"))
+    for index, path in enumerate(added):  # renamed in whole, as writers are told to
+        path.rename(tmp_path / "in" / f"zz-{index}-{path.name}")
+    report = status_of(tmp_path / "ck")
+    assert report["lag_records"] == sum(len(p.read_text().splitlines()) for p in (tmp_path / "in").glob("zz-*"))
+    assert report["lag_bytes"] == sum(p.stat().st_size for p in (tmp_path / "in").glob("zz-*"))
+    assert report["lag"][0]["position"] == "2 of 4 files read" and report["lag_files"] == 2  # type: ignore[index]
+    assert report["caught_up"] is False and report["lag_measured"] == "now"

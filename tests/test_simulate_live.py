@@ -152,3 +152,8 @@ def test_a_live_simulation_gives_alerts_in_a_streaming_run(tmp_path: Path) -> No
     assert records and all(r["rule_id"] == "busy-order" for r in records)
     newest = max(parse_event_time(r["occurred_at"]) for r in records)
     assert newest > (time.time() - 120) * 1000  # alerts about now, not about 2024
+    # What the operator is told (issue 29): lag measured by the driver between batches, and why the job stopped.
+    events = [json.loads(text) for text in stderr.splitlines()]
+    assert any(e["event"] == "lag" for e in events) and any(e["event"] == "caught_up" for e in events)
+    status = json.loads((checkpoint / "sparkcep" / "status.json").read_text())
+    assert (status["state"], status["reason"]) == ("stopped", "stopped by SIGTERM")

@@ -215,6 +215,37 @@ def test_a_live_job_says_it_is_running_once_it_is_warm(spark: SparkSession, tmp_
     assert summary.checkpoint.records == 0 and read_all_outputs(tmp_path / "out") == []
 
 
+def test_a_live_jobs_lag_moves_while_no_batch_runs(spark: SparkSession, tmp_path: Path) -> None:
+    """Issue 29: the driver measures the lag on a timer, not only after a batch. With an hour between triggers
+    only the first (warm-up) batch runs; input that arrives after it shows up as lag all the same."""
+    from sparkcep.live_lag import LiveLag, read_live_lag
+
+    config = RunConfig(FileSource(tmp_path / "in"), tmp_path / "out", tmp_path / "ck", buckets=4,
+                       trigger_interval="1 hour", lag_interval_s=0.2)  # fmt: skip
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_text(track("d1", T0) + "\n" + track("d2", T0) + "\n")
+    measures: list[LiveLag] = []
+
+    def lagged(found: LiveLag) -> None:
+        measures.append(found)
+        if len(measures) == 1:  # the measure taken as the job runs: then input arrives, and no batch reads it
+            staged = tmp_path / "in" / ".b.jsonl"
+            staged.write_text("".join(track(f"e{i}", T0 + MINUTE) + "\n" for i in range(5)))
+            staged.rename(tmp_path / "in" / "b.jsonl")
+        elif found.lag[0]["records_behind"] == 5:
+            os.kill(os.getpid(), signal.SIGTERM)  # the job's own handler stops it, as an operator's would
+
+    pipeline = Pipeline(spark, ruleset(INACTIVITY_RULE), config, on_lag=lagged)
+    pipeline.run_streaming(stop_after_s=300)
+    assert pipeline.stop_reason == "stopped by SIGTERM"
+    assert measures[0].lag[0]["records_behind"] == 0 and measures[-1].lag[0]["records_behind"] == 5
+    (batch,) = read_metrics(pipeline.metrics_dir)  # the warm-up batch, which read a.jsonl
+    assert batch.records == 2 and batch.source_lag[0]["records_behind"] == 0
+    stored = read_live_lag(pipeline.metrics_dir.parent)
+    assert stored is not None and stored.lag[0]["records_behind"] == 5 and stored.batch_id == batch.batch_id
+    assert stored.lag[0]["position"] == "1 of 2 files read"
+
+
 def wait_for(condition: object, timeout_s: float = 120.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -1,9 +1,10 @@
 """The state of a job, kept beside its checkpoint for the console, metrics and operators:
 ``CHECKPOINT/sparkcep/status.json``.
 
-``{"state", "since", "heartbeat", "pid", "host", "command", "spark_ui", "error", "bounded"}``: ``state`` is
-``starting``, ``running``, ``stopped`` or ``failed``; ``since`` when it entered that state and ``heartbeat`` its
-last refresh (ISO-8601 UTC). A live job refreshes the heartbeat every :data:`HEARTBEAT_S` seconds, so a reader
+``{"state", "since", "heartbeat", "pid", "host", "command", "spark_ui", "error", "bounded", "reason"}``: ``state``
+is ``starting``, ``running``, ``stopped`` or ``failed``; ``since`` when it entered that state and ``heartbeat`` its
+last refresh (ISO-8601 UTC); ``error`` the first line of a failure; ``reason`` why a stopped job stopped (caught
+up, a signal, ``--stop-after``). A live job refreshes the heartbeat every :data:`HEARTBEAT_S` seconds, so a reader
 that finds ``starting`` or ``running`` with a heartbeat older than :data:`LOST_AFTER_S` knows the process died
 without a word (SIGKILL, a lost machine). The file is replaced atomically; a job that cannot write it goes on.
 """
@@ -42,6 +43,7 @@ class JobStatus:
     bounded: bool
     spark_ui: str | None = None
     error: str | None = None
+    reason: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,12 +65,15 @@ class StatusFile:
         self._thread: threading.Thread | None = None
         self._write()
 
-    def set(self, state: State, spark_ui: str | None = None, error: str | None = None) -> None:
+    def set(
+        self, state: State, spark_ui: str | None = None, error: str | None = None, reason: str | None = None
+    ) -> None:
         with self._lock:
             now = _now()
             since = self.status.since if state == self.status.state else now
             ui = spark_ui if spark_ui is not None else self.status.spark_ui
-            self.status = replace(self.status, state=state, since=since, heartbeat=now, spark_ui=ui, error=error)
+            self.status = replace(self.status, state=state, since=since, heartbeat=now, spark_ui=ui, error=error,
+                                  reason=reason)  # fmt: skip
             self._write()
 
     def beating(self) -> StatusFile:
@@ -77,11 +82,11 @@ class StatusFile:
         self._thread.start()
         return self
 
-    def close(self, state: State, error: str | None = None) -> None:
+    def close(self, state: State, error: str | None = None, reason: str | None = None) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=HEARTBEAT_S)
-        self.set(state, error=error)
+        self.set(state, error=error, reason=reason)
 
     def _beat(self) -> None:
         while not self._stop.wait(HEARTBEAT_S):

@@ -20,6 +20,7 @@ from sparkcep.cli.preflight import DEFAULT_CONNECT_TIMEOUT
 from sparkcep.cli.produce import produce as produce_command
 from sparkcep.cli.rescale import rescale as rescale_command
 from sparkcep.cli.rules import rules as rules_group
+from sparkcep.cli.status import status_command
 from sparkcep.core.pages import DEFAULT_PAGE_KEYS, MAX_PAGE_KEYS
 from sparkcep.diagnose import (
     Service,
@@ -266,7 +267,9 @@ def _run_job(job: Job, settings: SparkSettings, log: CommandLog, quiet: bool, lo
 
     try:
         spark_log = None if log.spark_log is None else str(log.spark_log)
-        result = run_job(job, settings, log.command, on_batch=progress.batch, on_start=started, log=spark_log)
+        progress.starting(log.command, spark_log)  # from the first second, not once the query runs
+        result = run_job(job, settings, log.command, on_batch=progress.batch, on_start=started, log=spark_log,
+                         on_lag=progress.lag)  # fmt: skip
     finally:
         if server is not None:
             server.stop()
@@ -422,7 +425,13 @@ def _simulate_live(
             missing = "--bootstrap" if bootstrap is None else "--topic"
             raise click.UsageError(f"{missing}: expected a value with --to kafka, got none")
         _remember("simulate", Where())
-        sink = KafkaSink(bootstrap, topic, feed.kind)
+        try:
+            sink = KafkaSink(bootstrap, topic, feed.kind)
+        except SparkcepError as exc:
+            # Its own words name the broker and this command's fixes (scripts/dev-kafka, --bootstrap); the
+            # diagnosis of the client's error behind it would speak of a pipeline file. Nothing failed inside
+            # sparkcep: no trace to keep.
+            raise click.ClickException(str(exc)) from None
     else:
         if out_dir is None:
             raise click.UsageError("--out: expected the directory a streaming run reads (with --to dir), got none")
@@ -433,6 +442,8 @@ def _simulate_live(
     click.echo(f"sparkcep simulate {kind} --live: {per_s:g} events/s into {sink.where}; Ctrl-C stops", err=True)
     try:
         report = run_live(feed, sink, duration_s=None if duration is None else duration / 1000, stop=stop)
+    except SparkcepError as exc:  # a broker lost on the way: in sparkcep's words, as above
+        raise click.ClickException(str(exc)) from None
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -858,6 +869,7 @@ main.add_command(patterns_group)
 main.add_command(rescale_command)
 main.add_command(produce_command)
 main.add_command(console_command)
+main.add_command(status_command)
 
 
 # -- demo -------------------------------------------------------------------------------------------

@@ -127,6 +127,8 @@ def serve(app: FastAPI, listeners: list[socket.socket]) -> None:
     "Options given as well override it.",
 )
 @click.option("--store", "store_spec", default=None, help="Rule store: sqlite:PATH, file:PATH, postgresql://...")
+@click.option("--rules", "rules_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="The job's rule file (a job run with --rules): its rules shown read-only.")  # fmt: skip
 @click.option("--output", "output_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="The job's output directory (alerts, _errors/).")  # fmt: skip
 @click.option("--checkpoint", "checkpoint_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -149,6 +151,7 @@ def serve(app: FastAPI, listeners: list[socket.socket]) -> None:
 def console(
     config_path: Path | None,
     store_spec: str | None,
+    rules_file: Path | None,
     output_dir: Path | None,
     checkpoint_dir: Path | None,
     input_dir: Path | None,
@@ -183,9 +186,9 @@ def console(
     try:
         settings = settings_from_config(config_path, token) if config_path else ConsoleSettings(token=token)
         settings = override(
-            settings, store=store_spec, output_dir=output_dir, checkpoint_dir=checkpoint_dir, input_dir=input_dir,
-            alerts_url=alerts_url, watermark_delay_ms=watermark_delay, public_read=public_read or None,
-            allowed_hosts=allowed_hosts or None,
+            settings, store=store_spec, rules_file=rules_file, output_dir=output_dir, checkpoint_dir=checkpoint_dir,
+            input_dir=input_dir, alerts_url=alerts_url, watermark_delay_ms=watermark_delay,
+            public_read=public_read or None, allowed_hosts=allowed_hosts or None,
         )  # fmt: skip
         app = create_app(settings)
     except SparkcepError as exc:

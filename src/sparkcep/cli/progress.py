@@ -4,13 +4,20 @@ nothing (``--quiet``).
 The command points standard error at its log file while Spark runs (Spark's own output goes there), so this
 writes to a copy of the standard error the command started with, taken before that.
 
-- ``text`` on a terminal: one line, rewritten after every micro-batch: batch, events/s while busy, watermark, how
+- ``text`` on a terminal: ``starting`` and the seconds counted while the Spark session and the query start; then
+  one line, rewritten after every micro-batch: batch, events/s while busy, watermark, how
   far the source is behind (records and event time), outputs, late events and dead letters. When no batch with
   input came for :data:`IDLE_AFTER_S` the line says ``waiting for input`` and for how long instead of a rate. Not
   on a terminal (a pipe, a file, a service manager), ``text`` prints nothing while it runs (the summary names the
   log file).
-- ``json``: one JSON object per line for every event (``start``, ``batch``, ``end``, ``error``), for log
-  collectors; nothing else is printed on standard error.
+- ``json``: one JSON object per line for every event (``starting``, ``start``, ``batch``, ``end``, ``error``),
+  for log collectors; nothing else is printed on standard error. What the live line says in words has its events too:
+  ``waiting`` (``"for": "first_batch"`` right after ``start``; ``"for": "input"`` once per idle spell of
+  :data:`IDLE_AFTER_S`), ``caught_up`` (each time nothing is left to read, after being behind or not knowing),
+  and ``lag`` (a timed measure of the driver whose figures differ from the last ones reported).
+
+The source's lag comes with every batch and, between batches, from the driver's timed measures
+(:mod:`sparkcep.live_lag`): the line's ``behind`` moves while a long batch runs or none runs at all.
 
 Events/s is measured over busy time: the records of the batches with input in the last :data:`RATE_WINDOW_S`
 divided by those batches' own durations (running the plan plus the driver's writing), not by the wall time
@@ -32,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from typing import IO, Any, Literal
 
 from sparkcep.io.lag import lag_totals
+from sparkcep.live_lag import LiveLag
 from sparkcep.outputs import BatchMetrics
 from sparkcep.timeutil import format_iso
 
@@ -80,23 +88,56 @@ class RunProgress:
         self._ticker: threading.Thread | None = None
         self._stopped = threading.Event()
         self.batches = 0
+        self._lag: tuple[int | None, int | None] | None = None  # the newest lag figures (batch or timed measure)
+        self._reported_lag: tuple[int | None, int | None] | None = None  # the last ones a JSON line carried
+        self._idle_reported = False  # a JSON "waiting for input" line said so for this idle spell
+        self._said_caught_up = False  # the last lag reported in JSON was 0 and a caught_up line said so
+        self._last_rate: float | None = None  # the rate the live line shows
+        self._running = False  # start() was called: the query runs (before: the session and query are starting)
+        self._log_shown = False  # the line naming Spark's log was printed (by starting())
 
     # -- events --------------------------------------------------------------------------------------
 
-    def start(self, command: str, log_path: str | None, spark_ui: str | None = None) -> None:
-        """The Spark session is up: the idle time counts from now."""
+    def starting(self, command: str, log_path: str | None) -> None:
+        """The command begins: the Spark session and then the query start (10-60 s; a live job also warms up).
+        A terminal's line says so and counts the seconds; a JSON log gets a ``starting`` line."""
         self.started = self._last_input = time.time()
         if self.quiet:
             return
         if self.log_format == "json":
-            self._json({"event": "start", "command": command, "log": log_path, "spark_ui": spark_ui})
+            self._json({"event": "starting", "command": command, "log": log_path})
             return
-        if not self.live:  # a pipe or a service: the summary names the log; errors name it too
+        if not self.live:
             return
         if log_path is not None:
             self._print(f"sparkcep {command}: Spark's own output goes to {log_path}")
+            self._log_shown = True
+        self._start_ticker()
+        self.tick()
+
+    def start(self, command: str, log_path: str | None, spark_ui: str | None = None) -> None:
+        """The Spark session is up: the idle time counts from now."""
+        self.started = self._last_input = time.time()
+        self._running = True
+        if self.quiet:
+            return
+        if self.log_format == "json":
+            self._json({"event": "start", "command": command, "log": log_path, "spark_ui": spark_ui})
+            if self.batches == 0:  # the JSON form of the live line's "waiting for the first micro-batch"
+                self._json({"event": "waiting", "for": "first_batch"})
+            self._start_ticker()
+            return
+        if not self.live:  # a pipe or a service: the summary names the log; errors name it too
+            return
+        if log_path is not None and not self._log_shown:
+            self._print(f"sparkcep {command}: Spark's own output goes to {log_path}")
         if spark_ui is not None:
             self._print(f"Spark UI: {spark_ui}")
+        self._start_ticker()
+
+    def _start_ticker(self) -> None:
+        if self._ticker is not None and self._ticker.is_alive():
+            return  # started by starting(): the same ticker goes on
         self._ticker = threading.Thread(target=self._tick_until_stopped, name="sparkcep-progress", daemon=True)
         self._ticker.start()
 
@@ -107,29 +148,75 @@ class RunProgress:
             if self.quiet:
                 return
             records_behind, time_behind = lag_totals(metrics.source_lag)
+            if metrics.source_lag:
+                self._lag = (records_behind, time_behind)
+            else:  # a batch that did not measure: the last figures known stand
+                records_behind, time_behind = self._lag or (None, None)
+            if rate is not None:
+                self._idle_reported = False
             if self.log_format == "json":
                 self._batch_json(metrics, rate, records_behind, time_behind)
+                self._reported_lag = (records_behind, time_behind)
+                self._caught_up_json(records_behind)
                 return
             if self.live:
+                self._last_rate = rate
                 self._last = (metrics, records_behind, time_behind)
                 self._show(self.line(metrics, rate, records_behind, time_behind))
 
+    def lag(self, measured: LiveLag) -> None:
+        """A timed measure of the source's lag by the driver (between batches, or during a long one): the line's
+        ``behind`` shows it at the next tick; a JSON log gets a ``lag`` line when its figures changed."""
+        with self._lock:
+            if self.quiet:
+                return
+            figures = lag_totals(measured.lag)
+            self._lag = figures
+            if self.log_format != "json" or figures == self._reported_lag:
+                return
+            self._json({"event": "lag", "lag_records": figures[0], "lag_event_time_ms": figures[1],
+                        "lag": measured.lag, "behind_batch": measured.batch_id})  # fmt: skip
+            self._reported_lag = figures
+            self._caught_up_json(figures[0])
+
+    def _caught_up_json(self, records_behind: int | None) -> None:
+        """A ``caught_up`` line when nothing is left to read and the line before did not say so already."""
+        if records_behind == 0 and not self._said_caught_up:
+            self._json({"event": "caught_up", "lag_records": 0})
+        self._said_caught_up = records_behind == 0
+
     def tick(self, now: float | None = None) -> None:
         """Bring the live line up to date without a batch: once no input came for :data:`IDLE_AFTER_S` it says
-        so, with the time since the last batch of input, in place of the rate it showed."""
+        so, with the time since the last batch of input, in place of the rate it showed; ``behind`` takes the
+        newest timed measure. A JSON log gets one ``waiting`` line per idle spell."""
         with self._lock:
+            idle = (time.time() if now is None else now) - self._last_input
+            if self.log_format == "json" and not self.quiet:
+                if self.batches and idle >= IDLE_AFTER_S and not self._idle_reported:
+                    self._json({"event": "waiting", "for": "input", "idle_s": round(idle, 1)})
+                    self._idle_reported = True
+                return
             if not self.live:
                 return
-            idle = (time.time() if now is None else now) - self._last_input
+            if not self._running:  # the Spark session, then the query (a live job's warm-up batch)
+                self._show(f"starting {shown_lag_time(int(idle * 1000))}: the Spark session, then the query")
+                return
+            records_behind, time_behind = self._lag or (None, None)
             if self._last is None:
                 # No micro-batch yet: the query is planning its first, or (a caught-up restart) the source has
                 # nothing new, so Spark plans none. Say so from the first tick instead of staying silent.
-                self._show(f"started {shown_lag_time(int(idle * 1000))} ago | waiting for the first micro-batch "
-                           "(none runs until the source has input)")  # fmt: skip
+                text = (f"started {shown_lag_time(int(idle * 1000))} ago | waiting for the first micro-batch "
+                        "(none runs until the source has input)")  # fmt: skip
+                if self._lag is not None:
+                    text += " | " + behind_text(records_behind, time_behind)
+                self._show(text)
                 return
+            metrics, _, _ = self._last
             if idle >= IDLE_AFTER_S:
-                metrics, records_behind, time_behind = self._last
                 self._show(self.line(metrics, None, records_behind, time_behind, idle_s=idle))
+            elif (records_behind, time_behind) != self._last[1:]:  # a timed measure moved: show it now
+                self._last = (metrics, records_behind, time_behind)
+                self._show(self.line(metrics, self._last_rate, records_behind, time_behind))
 
     def _tick_until_stopped(self) -> None:
         while not self._stopped.wait(_TICK_S):
@@ -193,11 +280,7 @@ class RunProgress:
         parts = [f"batch {metrics.batch_id}", doing]
         parts.append("watermark " + (_iso(metrics.watermark) or "-"))
         if records_behind is not None or time_behind is not None:
-            behind = [] if records_behind is None else [f"{records_behind:,} rec"]
-            if time_behind is not None:
-                behind.append(shown_lag_time(time_behind))
-            # Nothing left to read: say it in words, the state an operator looks for.
-            parts.append("caught up" if records_behind == 0 else "behind " + " / ".join(behind))
+            parts.append(behind_text(records_behind, time_behind))
         parts.append(f"outputs {sum(metrics.by_type.values()):,}")
         if metrics.late or metrics.dead:
             parts.append(f"late {metrics.late:,} dead {metrics.dead:,}")
@@ -238,6 +321,17 @@ class RunProgress:
         entry = {"time": format_iso(int(time.time() * 1000)), "level": record.pop("level", "info"), **record}
         self.stream.write(json.dumps(entry, separators=(",", ":")) + "\n")
         self.stream.flush()
+
+
+def behind_text(records_behind: int | None, time_behind: int | None) -> str:
+    """``behind 1,234 rec / 3h 10m``; ``caught up`` when nothing is left to read (the state an operator looks
+    for, in words); ``lag unknown`` when the source cannot tell."""
+    if records_behind == 0:
+        return "caught up"
+    behind = [] if records_behind is None else [f"{records_behind:,} rec"]
+    if time_behind is not None:
+        behind.append(shown_lag_time(time_behind))
+    return "behind " + " / ".join(behind) if behind else "lag unknown"
 
 
 def busy_seconds(metrics: BatchMetrics) -> float:

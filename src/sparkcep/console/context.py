@@ -7,17 +7,20 @@ from pathlib import Path
 
 from fastapi import Request
 
+from sparkcep.current_lag import CheckpointLag
 from sparkcep.errors import EventTimeError
+from sparkcep.io.storage import location
 from sparkcep.metrics_files import MetricsReader
-from sparkcep.outputs import KeyFields
+from sparkcep.outputs import BatchMetrics, KeyFields
 from sparkcep.rules.model import InputSpec
 from sparkcep.store import RuleStore, open_store
+from sparkcep.store.rulefile import RuleFileStore
 from sparkcep.timeutil import parse_event_time
 
 from .alert_sources import AlertSource, FileAlertSource
 from .errors import ApiError
 from .quarantine import RuleErrors, quarantined, read_errors
-from .schemas import QuarantineInfo
+from .schemas import ErrorItem, QuarantineInfo
 from .settings import ConsoleSettings
 
 
@@ -27,11 +30,14 @@ class Console:
     store: RuleStore | None
     alerts: AlertSource | None
     metrics: MetricsReader | None
+    lag: CheckpointLag | None = None
 
     @classmethod
     def open(cls, settings: ConsoleSettings) -> Console:
         # A missing store file is refused: a mistyped --store would otherwise show (and edit) an empty store.
-        store = open_store(settings.store, create=False) if settings.store is not None else None
+        store: RuleStore | None = open_store(settings.store, create=False) if settings.store is not None else None
+        if store is None and settings.rules_file is not None:
+            store = RuleFileStore(settings.rules_file)  # the job's rule file: shown, never changed
         alerts: AlertSource | None = None
         if settings.alerts_url is not None:
             from .postgres_alerts import PostgresAlertSource  # needs the PostgreSQL driver
@@ -40,12 +46,37 @@ class Console:
         elif settings.output_dir is not None:
             alerts = FileAlertSource(settings.output_dir)
         metrics = MetricsReader(settings.metrics_dir) if settings.metrics_dir is not None else None
-        return cls(settings, store, alerts, metrics)
+        checkpoint = settings.checkpoint_dir
+        lag = CheckpointLag(location(checkpoint)) if checkpoint is not None else None
+        return cls(settings, store, alerts, metrics, lag)
 
     def require_store(self) -> RuleStore:
         if self.store is None:
-            raise ApiError.single(503, "--store", "a console started with a rule store (--store or --config)", None)
+            raise ApiError.single(
+                503, "--store", "a console started with a rule store or rule file (--store, --rules or --config)", None
+            )
         return self.store
+
+    def rules_read_only(self) -> str | None:
+        """``rule file PATH`` for a job's rule file (the page then offers no changes); None for a store."""
+        return f"rule file {self.store.path}" if isinstance(self.store, RuleFileStore) else None
+
+    def writable_store(self) -> RuleStore:
+        """The store, for a change: a job's rule file is refused with 409 (the job reads it once, at start)."""
+        store = self.require_store()
+        if isinstance(store, RuleFileStore):
+            item = ErrorItem(field="rules", expected="rules from a rule store (a job run with a rule file cannot "
+                             "change its rules)", got=f"rule file {store.path}", message=store.refusal())  # fmt: skip
+            raise ApiError(409, [item])
+        return store
+
+    def source_lag(self, batches: list[BatchMetrics]) -> list[dict[str, object]] | None:
+        """The job's lag now (measured here for a job that does not run, see sparkcep.current_lag); None without
+        a checkpoint."""
+        if self.lag is None:
+            return None
+        newest = batches[-1] if batches else None
+        return self.lag.current(newest.source_lag if newest else [], newest.written_at if newest else None)
 
     def require_alerts(self) -> AlertSource:
         if self.alerts is None:

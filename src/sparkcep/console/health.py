@@ -59,9 +59,11 @@ def compute_health(
     now_s: float,
     rule_ids: Sequence[str] = (),
     job: JobState | None = None,
+    source_lag: Sequence[Mapping[str, object]] | None = None,
 ) -> Health:
     """Health at wall time ``now_s``. The watermark and state size are the latest batch's; counts are totals.
-    ``per_rule`` has an entry for each of ``rule_ids`` (the store's rules), zero or not, and for every rule counted."""
+    ``per_rule`` has an entry for each of ``rule_ids`` (the store's rules), zero or not, and for every rule counted.
+    ``source_lag``: the lag now (see sparkcep.current_lag); None: the latest batch's."""
     latest = batches[-1] if batches else None
     watermark = next((m.watermark for m in reversed(batches) if m.watermark is not None), None)
     per_rule: dict[str, RuleCounts] = {}
@@ -83,7 +85,7 @@ def compute_health(
             counts(rule_id).duplicates += count
     for rule_id, count in errors_by_rule.items():
         counts(rule_id).errors += count
-    lags = latest.source_lag if latest else []
+    lags = list(source_lag) if source_lag is not None else (latest.source_lag if latest else [])
     lag_records, lag_time = lag_totals(lags)
     return Health(
         job=job if job is not None else JobState(state="unknown"),

@@ -91,6 +91,9 @@ def job_state(data: Mapping[str, Any], now_s: float, path: Path | str = STATUS_F
         return reported.model_copy(update={"state": "lost", "since": format_iso(last_sign), "reason": reason})
     if state == "failed":
         return reported.model_copy(update={"reason": reported.error or "the job failed without saying why"})
+    if state == "stopped":  # caught up, a signal, --stop-after (sparkcep.jobstatus); older files say nothing
+        stopped = data.get("reason")
+        return reported.model_copy(update={"reason": stopped[:500] if isinstance(stopped, str) and stopped else None})
     return reported
 
 

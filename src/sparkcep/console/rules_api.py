@@ -45,7 +45,7 @@ def _write(
     action: Callable[[RuleStore], StoredVersion],
     transition: bool = False,
 ) -> RuleView:
-    store = console.require_store()
+    store = console.writable_store()
     try:
         written = action(store)
     except SparkcepError as exc:
@@ -99,9 +99,12 @@ def validate(body: ValidateRequest, console: ConsoleDep) -> ValidateResponse:
     return ValidateResponse(ok=not errors, errors=errors, sentence=sentence)
 
 
-@writes.post("/rules", summary="Create a rule", status_code=201, response_model=RuleView, responses=refusals(422, 503))
+@writes.post(
+    "/rules", summary="Create a rule", status_code=201, response_model=RuleView, responses=refusals(409, 422, 503)
+)
 def create_rule(body: RuleWrite, console: ConsoleDep) -> RuleView:
-    """Records version 1 of a new rule (its id must be new); it takes effect on the job's next batch."""
+    """Records version 1 of a new rule (its id must be new); it takes effect on the job's next batch. A console
+    over a job's rule file answers every change with 409: the job reads its file once, at start."""
     return _write(console, body.rule, lambda store: store.add(body.rule, body.author or DEFAULT_AUTHOR))
 
 
@@ -109,12 +112,12 @@ def create_rule(body: RuleWrite, console: ConsoleDep) -> RuleView:
     "/rules/{rule_id}",
     summary="Record the next version of a rule",
     response_model=RuleView,
-    responses=refusals(404, 422, 503),
+    responses=refusals(404, 409, 422, 503),
 )
 def update_rule(rule_id: str, body: RuleWrite, console: ConsoleDep) -> RuleView:
     """``rule`` is a full definition (it names a ``type``) or the fields to change; the new version is ACTIVE
     and takes effect on the job's next batch unless it says otherwise."""
-    _history(console.require_store(), rule_id)
+    _history(console.writable_store(), rule_id)
     rule = {**body.rule, "id": body.rule.get("id", rule_id)}
     return _write(console, rule, lambda store: store.update(rule_id, body.rule, body.author or DEFAULT_AUTHOR))
 
@@ -123,7 +126,7 @@ def _transition(
     name: str, summary: str, description: str, method: Callable[[RuleStore, str, str | None], StoredVersion]
 ) -> None:
     def handler(rule_id: str, console: ConsoleDep, author: str | None = None) -> RuleView:
-        _history(console.require_store(), rule_id)
+        _history(console.writable_store(), rule_id)
         return _write(console, {"id": rule_id}, lambda store: method(store, rule_id, author or DEFAULT_AUTHOR), True)
 
     handler.__name__ = f"{name}_rule"

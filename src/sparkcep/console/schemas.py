@@ -161,7 +161,9 @@ class JobState(BaseModel):
         default=None, description="when the job entered the state (for 'lost': its last heartbeat)"
     )
     reason: str | None = Field(
-        default=None, description="why the state is lost or unknown, or the error of a failed job, in one line"
+        default=None,
+        description="why the state is lost or unknown, the error of a failed job, or why a stopped job stopped "
+        "(caught up, a signal, --stop-after), in one line",
     )
     reported_state: str | None = Field(default=None, description="the state the file says")
     reported_since: str | None = None
@@ -184,6 +186,7 @@ class SourcePartLag(BaseModel):
     )
     bytes_behind: int | None = None
     position: str | None = Field(default=None, description="where the job is, in the source's terms")
+    files_behind: int | None = Field(default=None, description="files: those with lines not read yet")
 
 
 class Health(BaseModel):
@@ -212,6 +215,11 @@ class Health(BaseModel):
     per_rule: dict[str, RuleCounts]
     quarantined: list[QuarantineInfo]
     series: list[SeriesPoint]
+    rules_read_only: str | None = Field(
+        default=None,
+        description="why the console cannot change the rules (a job run with a rule file: 'rule file PATH'); "
+        "null when they come from a store",
+    )
 
 
 class OutputRecord(BaseModel):

@@ -19,6 +19,7 @@ DEFAULT_WATERMARK_DELAY_MS = 5_000  # the default of `sparkcep run --watermark-d
 class ConsoleSettings:
     token: str
     store: str | None = None  # rule store spec, as open_store takes it
+    rules_file: Path | None = None  # the job's rule file (no store): its rules are shown read-only
     output_dir: Path | None = None  # the job's OUTPUT: alerts, _errors/
     checkpoint_dir: Path | None = None  # the job's CHECKPOINT: sparkcep/metrics/
     input_dir: Path | None = None  # JSON-lines history for back-tests
@@ -43,6 +44,7 @@ def settings_from_config(path: str | Path, token: str) -> ConsoleSettings:
     return ConsoleSettings(
         token=token,
         store=config.rules.store,
+        rules_file=config.rules.file,
         output_dir=_local(config, config.sinks.files, "sinks.files"),
         checkpoint_dir=_local(config, config.checkpoint, "checkpoint"),
         input_dir=config.local_dir(config.input_dir),

@@ -113,6 +113,7 @@ class FileLag:
             event_time_behind_ms=behind,
             bytes_behind=waiting_bytes,
             position=f"{complete} of {len(listed)} files read",
+            files_behind=len(listed) - complete,
         )
 
     def _count(self, file: Listed, size: int) -> _Counted:

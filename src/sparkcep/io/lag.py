@@ -15,7 +15,8 @@ class SourceLag:
     ``records_behind``: records (lines) available that the job has not read yet. ``event_time_behind_ms``: the
     newest event time available minus the newest event time the job has read from this part (0 when caught up;
     None when the source cannot tell, e.g. Kafka records whose timestamps are not event times).
-    ``position``: where the job is, in the source's own terms (an offset, a file and byte).
+    ``position``: where the job is, in the source's own terms (an offset, a file and byte). ``files_behind``:
+    files with lines not read yet, whole or in part (files only).
     """
 
     source: str  # "kafka" or "files"
@@ -24,6 +25,7 @@ class SourceLag:
     event_time_behind_ms: int | None = None
     bytes_behind: int | None = None
     position: str | None = None
+    files_behind: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -31,11 +31,12 @@ from importlib import metadata
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
+from sparkcep.current_lag import CheckpointLag
 from sparkcep.io.storage import Location, location
 from sparkcep.metrics_files import RUNNING_STATES, BatchFiles, JobStatus, metrics_dir_of, read_json, read_status
 from sparkcep.redaction import redact
 
-from .figures import DURATION_BUCKETS, BatchFigures, Totals
+from .figures import DURATION_BUCKETS, BatchFigures, PartLag, Totals
 
 JOB_LABEL = "sparkcep_job"
 # What the job writes, "lost" (it says it runs but its heartbeat stopped), "unknown" (no status file).
@@ -94,6 +95,7 @@ class CheckpointCollector:
         self.checkpoint = location(checkpoint)
         self.job = job if job is not None else job_label(self.checkpoint)
         self._clock = clock  # wall time in seconds: a heartbeat older than a minute means a lost job
+        self._lag = CheckpointLag(self.checkpoint, clock=clock)  # a stopped job's lag, measured here
         self._lock = threading.Lock()
         self._start_over()
         self._last = Totals()  # the last figures read, shown while the files cannot be read
@@ -157,11 +159,26 @@ class CheckpointCollector:
                 "1 when this scrape could read the checkpoint's files, else 0 (the other figures are the last read).",
                 readable,
             ),
-            *families(totals, status, int(self._clock() * 1000)),
+            *families(totals, status, int(self._clock() * 1000), self._current_lag(totals)),
             *_info(self.checkpoint),
         ]
         for family in found:
             yield labelled_with(family, JOB_LABEL, self.job)
+
+
+    def _current_lag(self, totals: Totals) -> list[PartLag] | None:
+        """The lag now (sparkcep.current_lag): a running job's newest figure, a stopped job's measured here. None
+        when nothing says (no figure from any side): no lag samples then."""
+        newest = totals.newest
+        batch_lag = [dict(part) for part in (totals.source_lag[1] if totals.source_lag else ())
+                     if isinstance(part, dict)]  # fmt: skip
+        try:
+            current = self._lag.current(batch_lag, newest.written_at_s if newest is not None else None)
+        except OSError:
+            current = batch_lag
+        if not current and totals.source_lag is None:
+            return None
+        return [part for part in map(PartLag.from_json, current) if part is not None]
 
 
 def job_label(checkpoint: str | os.PathLike[str] | Location) -> str:
@@ -207,8 +224,11 @@ def _info(checkpoint: Location) -> list[Metric]:
     return [build, job]
 
 
-def families(totals: Totals, status: JobStatus | None, now_ms: int) -> list[Metric]:
-    """The metric families of ``totals`` and of the job's ``status`` (None: it wrote none) at wall time ``now_ms``."""
+def families(
+    totals: Totals, status: JobStatus | None, now_ms: int, lag: list[PartLag] | None = None
+) -> list[Metric]:
+    """The metric families of ``totals`` and of the job's ``status`` (None: it wrote none) at wall time ``now_ms``;
+    ``lag``: the source's lag now (None: the newest batch's)."""
     found: list[Metric] = [
         CounterMetricFamily("sparkcep_batches", "Micro-batches with a metrics file in the checkpoint.", totals.batches)
     ]
@@ -222,7 +242,7 @@ def families(totals: Totals, status: JobStatus | None, now_ms: int) -> list[Metr
         found.append(family)
     found.append(_durations(totals))
     found.extend(_newest(totals))
-    found.extend(_lag(totals))
+    found.extend(_lag(totals.lag() if lag is None else lag, lag is not None or totals.source_lag is not None))
     found.extend(_job(status, now_ms))
     return found
 
@@ -276,10 +296,11 @@ def _newest(totals: Totals) -> list[Metric]:
     return found
 
 
-def _lag(totals: Totals) -> list[Metric]:
-    """Per part of the source, from the newest batch that measured it. A figure the source cannot tell (Kafka
-    timestamps that are not event times) gives no sample."""
-    if totals.source_lag is None:
+def _lag(parts: list[PartLag], known: bool) -> list[Metric]:
+    """Per part of the source: the newest figure (a batch's, the job's timed measure, or a stopped job's measured
+    by the exporter). A figure the source cannot tell (Kafka timestamps that are not event times) gives no
+    sample; ``known`` False (nothing ever measured) gives no family."""
+    if not known:
         return []
     labels = ["source", "part"]
     records = GaugeMetricFamily(
@@ -293,7 +314,7 @@ def _lag(totals: Totals) -> list[Metric]:
     size = GaugeMetricFamily(
         "sparkcep_source_lag_bytes", "Bytes available in the source that the job has not read.", labels=labels
     )
-    for part in totals.lag():
+    for part in parts:
         key = [part.source, part.part]
         if part.records is not None:
             records.add_metric(key, part.records)

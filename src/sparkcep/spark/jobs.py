@@ -18,6 +18,7 @@ from sparkcep.io.sink import BatchWriter
 from sparkcep.io.source import Source
 from sparkcep.io.storage import location
 from sparkcep.jobstatus import StatusFile, first_line
+from sparkcep.live_lag import LiveLag
 from sparkcep.outputs import BatchMetrics
 from sparkcep.rules.model import RuleSet
 from sparkcep.run_summary import RunSummary
@@ -145,6 +146,7 @@ def run_job(
     on_batch: Callable[[BatchMetrics], None] | None = None,
     on_start: Callable[[str | None], None] | None = None,
     log: str | None = None,
+    on_lag: Callable[[LiveLag], None] | None = None,
 ) -> JobResult:
     """Run ``job`` on ``session`` (an existing one, or one created from settings); write the summary to
     ``OUTPUT/_summary.json`` and return it.
@@ -153,7 +155,9 @@ def run_job(
     ``CHECKPOINT/sparkcep/status.json`` (:mod:`sparkcep.jobstatus`) for the console and operators. ``on_start``
     gets the Spark UI's address (None when the UI is off) once the query runs (a live one once it is warm, see
     Pipeline.run_streaming); ``on_batch`` gets every micro-batch's metrics on the driver, right after the batch is
-    written. ``log`` names the file Spark's output goes to, for the summary.
+    written; ``on_lag`` every measure of the source's lag the driver takes on a timer (:mod:`sparkcep.live_lag`).
+    ``log`` names the file Spark's output goes to, for the summary. The status file says why the job stopped
+    (caught up, a signal, ``--stop-after``) or the error it failed with.
     """
     started = time.monotonic()
     state_dir = location(job.config.checkpoint_dir) / "sparkcep"
@@ -169,12 +173,16 @@ def run_job(
                 on_start(spark_ui)
 
         result_started = time.monotonic()
-        pipeline = Pipeline(spark, job.rules, job.config, store=job.store, on_batch=on_batch, on_running=running)
+        pipeline = Pipeline(spark, job.rules, job.config, store=job.store, on_batch=on_batch, on_running=running,
+                            on_lag=on_lag)  # fmt: skip
         summary = pipeline.run_until_caught_up() if job.bounded else pipeline.run_streaming(job.stop_after_s)
-    except BaseException as exc:
-        status.close("stopped" if isinstance(exc, KeyboardInterrupt) else "failed", first_line(exc))
+    except KeyboardInterrupt as exc:
+        status.close("stopped", first_line(exc), reason="interrupted (Ctrl-C) before the job could stop cleanly")
         raise
-    status.close("stopped")
+    except BaseException as exc:
+        status.close("failed", first_line(exc))
+        raise
+    status.close("stopped", reason=pipeline.stop_reason or "the streaming query ended")
     result = JobResult(summary, result_started - started, log)
     (location(job.config.output_dir) / "_summary.json").write_atomically(json.dumps(result.to_json(), indent=2))
     return result

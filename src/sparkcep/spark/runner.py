@@ -20,6 +20,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from sparkcep.arrival import time_settings
+from sparkcep.checkpoint_lag import input_offset, planned_batch
 from sparkcep.core.control import flush_record, warmup_record
 from sparkcep.core.idle import IdleClock
 from sparkcep.core.pages import DEFAULT_PAGE_KEYS
@@ -31,15 +32,19 @@ from sparkcep.io.lag import SourceLag
 from sparkcep.io.sink import BatchWriter
 from sparkcep.io.source import Source
 from sparkcep.io.storage import Location, location
+from sparkcep.live_lag import INTERVAL_S as LAG_INTERVAL_S
+from sparkcep.live_lag import LagTimer, LiveLag, newer_lag, read_live_lag
 from sparkcep.outputs import DEADLETTER_DIR, ERRORS_DIR, LATE_DIR, BatchMetrics, read_metrics
 from sparkcep.rules.model import RuleSet, rule_keys
 from sparkcep.run_summary import RunSummary, source_position, summarize
+from sparkcep.source_records import source_record
 from sparkcep.spark.batches import BatchCollector
 from sparkcep.spark.idle import IdleAdvancer, known_watermark
 from sparkcep.spark.placement import balanced_bucket_keys, identity_bucket_keys
 from sparkcep.spark.query import QuerySpec, build_stream
 from sparkcep.spark.query_start import query_start
 from sparkcep.spark.rulefeed import RuleFeed, report_unreadable
+from sparkcep.spark.source_lag import SourceLagPosition
 from sparkcep.store import RuleStore
 from sparkcep.store.quarantine import quarantine
 from sparkcep.timeutil import DEFAULT_MAX_AHEAD_MS, format_iso, parse_duration, parse_event_time
@@ -102,6 +107,9 @@ class RunConfig:
     # (an advance record in the control stream, see sparkcep.core.idle). None: off on event time; on arrival time
     # two trigger intervals (sparkcep.arrival.default_idle_advance_ms).
     idle_advance_ms: int | None = None
+    # How often the driver measures the source's lag while the query runs (sparkcep.live_lag), besides after
+    # every batch: the figure moves while a long batch runs or none runs.
+    lag_interval_s: float = LAG_INTERVAL_S
 
 
 def _trigger_ms(config: RunConfig) -> int | None:
@@ -127,6 +135,7 @@ class Pipeline:
         store: RuleStore | None = None,
         on_batch: Callable[[BatchMetrics], None] | None = None,
         on_running: Callable[[], None] | None = None,
+        on_lag: Callable[[LiveLag], None] | None = None,
     ) -> None:
         if (rules is None) == (store is None):
             raise ValueError("give either a rule set or a rule store")
@@ -141,6 +150,10 @@ class Pipeline:
         self.feed = None if store is None else RuleFeed(store, self.control_dir, config.buckets)
         self.on_batch = on_batch  # told of every batch once it is written (a progress line, a log)
         self.on_running = on_running  # told once the query runs (a live one: once it is warm, see run_streaming)
+        self.on_lag = on_lag  # told of every timed measure of the source's lag (sparkcep.live_lag)
+        # Why the run ended, for the job's status file: caught up, a signal, --stop-after (None: it failed).
+        self.stop_reason: str | None = None
+        self._lag: SourceLagPosition | None = None  # set by _check_checkpoint (the checkpoint's source)
         self.rules_seq = 0
         self.unreadable_rule_versions = 0  # store versions no validation accepts (their rules are held paused)
         self.replan_needed = False
@@ -225,6 +238,11 @@ class Pipeline:
                   "rules_sha256": rules_hash}  # fmt: skip
         if isinstance(self.source, FileSource):
             record["file_reader"] = self.source.reader
+        described = source_record(self.source)
+        if described is not None:  # what `sparkcep status` measures a stopped job's lag against
+            record["source"] = described.to_json()
+        if self._lag is None:  # kept over a re-plan: its position only moves forward
+            self._lag = SourceLagPosition(self.checkpoint, self.source, self.program.time_field)
         path.write_atomically(json.dumps(record, indent=1))
 
     def _bucket_keys(self, stored: dict[str, Any], resumed: bool) -> tuple[int, ...]:
@@ -287,8 +305,11 @@ class Pipeline:
         stream = build_stream(self.spark, self.program, spec)
         base = 0 if resume.rescaled is None else resume.rescaled.batch_base
 
+        position = self._lag
+        assert position is not None  # set by _check_checkpoint
+
         def source_lag(batch_id: int) -> list[SourceLag]:
-            return spec.source.progress(self.source_offset(batch_id - base), self.program.time_field)
+            return position.after_batch(batch_id, self.source_offset(batch_id - base), spec.source)
 
         collector = BatchCollector(
             self.output, self._writers(), self.metrics_dir, self._after_batch, self._key_fields, source_lag
@@ -303,21 +324,16 @@ class Pipeline:
             return resume.start(writer)
 
     def source_offset(self, query_batch_id: int | None = None) -> dict[str, Any] | None:
-        """The input source's end offset of a batch of the query (its newest: None), as Spark's offset log holds it:
-        the log's third line is the first source's (the input; the control stream's comes after it). None when
-        the batch has none or the log cannot be read."""
-        offsets = self._query_checkpoint / "offsets"
+        """The input source's end offset of a batch of the query (its newest: None), as Spark's offset log holds it
+        (see :func:`sparkcep.checkpoint_lag.input_offset`)."""
         if query_batch_id is None:
-            numbered = [int(p.name) for p in offsets.children("[0-9]*") if p.name.isdigit()]
-            if not numbered:
-                return None
-            query_batch_id = max(numbered)
-        try:
-            lines = (offsets / str(query_batch_id)).read_text().splitlines()
-            found = json.loads(lines[2]) if len(lines) > 2 else None
-        except (OSError, ValueError):
-            return None
-        return found if isinstance(found, dict) else None
+            query_batch_id = planned_batch(self.checkpoint)
+        return input_offset(self.checkpoint, query_batch_id)
+
+    def lag_timer(self) -> LagTimer:
+        """Measures the source's lag on a timer while the query runs (see :mod:`sparkcep.spark.source_lag`)."""
+        assert self._lag is not None  # set by _check_checkpoint, which start() runs
+        return self._lag.timer(self._state_dir, self.on_lag, self.config.lag_interval_s)
 
     def _key_fields(self) -> dict[str, tuple[str, ...]]:
         """Rule id -> the fields that key its outputs, for the rules in effect now."""
@@ -349,6 +365,7 @@ class Pipeline:
         query = self.start(available_now=False, trigger_interval="0 seconds")
         if self.on_running is not None:
             self.on_running()
+        timer = self.lag_timer().start()  # measures once now: a restart with nothing new says it is caught up
         try:
             query.processAllAvailable()
             while self.replan_needed:  # a rule with a new grouping arrived: plan again, go on
@@ -360,7 +377,9 @@ class Pipeline:
                 query.processAllAvailable()
                 self._wait_for_watermark(query, target, started + timeout_s)
                 self._flushed_path.write_atomically(json.dumps({"watermark": target}))
+            self.stop_reason = "caught up: a bounded run read the input present and flushed it in event time"
         finally:
+            timer.stop()
             query.stop()
         return self.summary(time.monotonic() - started)
 
@@ -386,10 +405,12 @@ class Pipeline:
         state, so the first input that arrives after start is processed at the speed of the ones after it."""
         started = time.monotonic()
         stopping = False
+        timer: LagTimer | None = None
 
-        def stop(_signum: int, _frame: FrameType | None) -> None:
+        def stop(signum: int, _frame: FrameType | None) -> None:
             nonlocal stopping
             stopping = True
+            self.stop_reason = f"stopped by {signal.Signals(signum).name}"
 
         previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
         query = self.start(available_now=False, warm_up=True)
@@ -399,14 +420,18 @@ class Pipeline:
                 time.sleep(0.1)
             if self.on_running is not None:
                 self.on_running()
+            timer = self.lag_timer().start()
             while not stopping and query.isActive:
                 if stop_after_s is not None and time.monotonic() - started >= stop_after_s:
+                    self.stop_reason = f"stopped after {stop_after_s:g} s (--stop-after)"
                     break
                 query.awaitTermination(1)
                 query = self.replan_if_needed(query)
                 if idle is not None and query.isActive:
                     idle.tick(query)
         finally:
+            if timer is not None:
+                timer.stop()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             if query.isActive:
@@ -466,7 +491,9 @@ class Pipeline:
         metrics = read_metrics(self.metrics_dir)
         source: dict[str, Any] = {"type": "kafka" if self.source.directory is None else "files"}
         source.update(source_position(self.source_offset()))
-        source["lag"] = metrics[-1].source_lag if metrics else []
+        newest = metrics[-1] if metrics else None  # its lag, or the driver's timed measure when that is newer
+        source["lag"] = newer_lag(newest.source_lag if newest else [], newest.written_at if newest else None,
+                                  read_live_lag(self._state_dir))  # fmt: skip
         return summarize(
             metrics,
             self._first_batch,

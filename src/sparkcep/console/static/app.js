@@ -1567,6 +1567,32 @@
     renderHealth(health || {});
   }
 
+  // A job run with a rule file: the page shows its rules and offers no change (the API would answer 409).
+  function renderReadOnly(source) {
+    document.body.classList.toggle('rules-read-only', Boolean(source));
+    const note = $('#rules-read-only');
+    note.textContent = source
+      ? `Read-only: the job's rules come from its ${source}, which it reads once, at start. Edit the file and `
+        + 'restart the job, or run it with a rule store to edit rules here. Validation and back-tests still work.'
+      : '';
+    note.hidden = !source;
+  }
+
+  // Lag per part of the source (a Kafka topic-partition, an input directory): where the job is and what waits.
+  function renderLagParts(parts) {
+    const list = $('#health-lag-parts');
+    list.replaceChildren(...parts.map((part) => {
+      const figures = [part.records_behind === null || part.records_behind === undefined
+        ? '? rec' : `${fmtNumber(part.records_behind)} rec`];
+      if (part.event_time_behind_ms !== null && part.event_time_behind_ms !== undefined) {
+        figures.push(fmtDuration(part.event_time_behind_ms));
+      }
+      if (part.position) figures.push(`at ${part.position}`);
+      return h('li', {testid: 'health-lag-part', dataset: {part: String(part.part)}}, `${part.part}: ${figures.join(' · ')}`);
+    }));
+    list.hidden = parts.length === 0;
+  }
+
   function setTile(id, text, warn) {
     const el = $(`#${id}`);
     el.textContent = text;
@@ -1578,6 +1604,8 @@
     setTile('health-throughput', health.throughput_eps === undefined || health.throughput_eps === null ? '–' : `${fmtNumber(health.throughput_eps, 1)} ev/s`);
     setTile('health-watermark', health.watermark ? fmtTime(health.watermark) : 'none yet');
     setTile('health-lag', fmtSourceLag(health));
+    renderLagParts(Array.isArray(health.source_lag) ? health.source_lag : []);
+    renderReadOnly(health.rules_read_only || null);
     setTile('health-state', `${fmtBytes(health.state_bytes)}${health.state_keys !== undefined && health.state_keys !== null ? ` · ${fmtNumber(health.state_keys)} keys` : ''}`);
     setTile('health-batches', `${fmtNumber(health.batches)} / ${fmtNumber(health.events)}`);
     setTile('health-late', fmtNumber(health.late), Number(health.late) > 0);

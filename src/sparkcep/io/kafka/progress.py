@@ -258,11 +258,15 @@ def _close_clients() -> None:
 
 
 def source_progress(
-    options: Mapping[str, str], offset: Mapping[str, Any] | None, timeout_s: float = DEFAULT_TIMEOUT_S
+    options: Mapping[str, str],
+    offset: Mapping[str, Any] | None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    commit: bool = True,
 ) -> list[SourceLag]:
     """The lag of a Kafka source whose reader ``options`` are these (see :mod:`sparkcep.io.kafka.reader`; the
-    group comes from ``commitgroup``), after a batch that ended at ``offset``; then the group commit. Never
-    raises: what cannot be known is None."""
+    group comes from ``commitgroup``), after a batch that ended at ``offset``; then, with ``commit``, the group
+    commit (a look from outside the job, ``sparkcep status``, commits nothing). Never raises: what cannot be
+    known is None."""
     bootstrap = options.get("bootstrap.servers", "")
     topics = [topic.strip() for topic in options.get("topics", "").split(",") if topic.strip()]
     properties = {k[len(_PROPERTY_PREFIX) :]: v for k, v in options.items() if k.startswith(_PROPERTY_PREFIX)}
@@ -279,6 +283,8 @@ def source_progress(
                       position=None if partition < 0 else str(ends[(topic, partition)]))
             for topic, partition in parts
         ]  # fmt: skip
+    if not commit:
+        return rows
     try:
         client.commit(ends, timeout_s)
     except Exception as exc:
