@@ -1,8 +1,9 @@
-"""Topics on the test broker: create one, fill it with records whose timestamps carry event time."""
+"""Topics on the test broker: create one, fill it with records whose timestamps carry event time, read it back."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from sparkcep.timeutil import parse_event_time
 
@@ -38,3 +39,30 @@ def produce(
         raw = value if isinstance(value, bytes) else value.encode()
         producer.produce(topic, value=raw, partition=partition, timestamp=timestamp)
     producer.flush()
+
+
+def partition_counts(bootstrap: str) -> dict[str, int]:
+    from confluent_kafka.admin import AdminClient
+
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+    return {name: len(info.partitions) for name, info in metadata.topics.items()}
+
+
+def consume_all(bootstrap: str, topic: str) -> list[Any]:
+    """Every committed record of a topic (read_committed), as messages, partition by partition."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-reader", "enable.auto.commit": False,
+                         "isolation.level": "read_committed", "enable.partition.eof": True})  # fmt: skip
+    found = []
+    try:
+        for partition in sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions):
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+            if high == 0:
+                continue
+            consumer.assign([TopicPartition(topic, partition, 0)])
+            while (message := consumer.poll(10)) is not None and message.error() is None:
+                found.append(message)
+    finally:
+        consumer.close()
+    return found

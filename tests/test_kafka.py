@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from kafka_topics import create_topic, produce
+from kafka_topics import consume_all, create_topic, produce
 from test_spark import wait_for
 
 from sparkcep import oracle
@@ -27,30 +27,6 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def consume_all(bootstrap: str, topic: str) -> list[Any]:
-    """Every committed record of a topic (read_committed), as messages."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-reader", "enable.auto.commit": False,
-                         "isolation.level": "read_committed", "enable.partition.eof": True})  # fmt: skip
-    found = []
-    try:
-        info = consumer.list_topics(topic, timeout=10).topics[topic]
-        for partition in sorted(info.partitions):
-            _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
-            if high == 0:
-                continue
-            consumer.assign([TopicPartition(topic, partition, 0)])
-            while True:
-                message = consumer.poll(10)
-                if message is None or message.error() is not None:
-                    break
-                found.append(message)
-    finally:
-        consumer.close()
-    return found
 
 
 def lines_of(directory: Path) -> list[str]:

@@ -9,9 +9,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
+from kafka_topics import consume_all, create_topic, partition_counts
 from servers import free_port
 
 from sparkcep.config import ConfigError, load_config
@@ -29,24 +29,6 @@ ROOT = Path(__file__).resolve().parents[1]
 CREATE_TIME = 1  # confluent_kafka.TIMESTAMP_CREATE_TIME
 
 
-def partition_counts(bootstrap: str) -> dict[str, int]:
-    from confluent_kafka.admin import AdminClient
-
-    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
-    return {name: len(info.partitions) for name, info in metadata.topics.items()}
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int, config: dict[str, str] | None = None) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    new = NewTopic(
-        topic, num_partitions=partitions, replication_factor=1, config={"retention.ms": "-1", **(config or {})}
-    )
-    for future in admin.create_topics([new]).values():
-        future.result()
-
-
 def send(bootstrap: str, topic: str, records: list[tuple[int, int]]) -> None:
     """``(partition, timestamp)`` records."""
     from confluent_kafka import Producer
@@ -55,25 +37,6 @@ def send(bootstrap: str, topic: str, records: list[tuple[int, int]]) -> None:
     for partition, timestamp in records:
         producer.produce(topic, value=json.dumps({"at": timestamp}).encode(), partition=partition, timestamp=timestamp)
     producer.flush(10)
-
-
-def consume_all(bootstrap: str, topic: str) -> list[Any]:
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ops-test-reader", "enable.auto.commit": False,
-                         "enable.partition.eof": True, "isolation.level": "read_committed"})  # fmt: skip
-    found = []
-    try:
-        for partition in sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions):
-            _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
-            if high == 0:
-                continue
-            consumer.assign([TopicPartition(topic, partition, 0)])
-            while (message := consumer.poll(10)) is not None and message.error() is None:
-                found.append(message)
-    finally:
-        consumer.close()
-    return found
 
 
 def committed(bootstrap: str, group: str, topic: str, partitions: int) -> list[int]:

@@ -14,8 +14,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from kafka_topics import consume_all, create_topic, partition_counts
 from servers import free_port
-from test_kafka_ops import CREATE_TIME, consume_all, partition_counts
+from test_kafka_ops import CREATE_TIME
 
 from sparkcep.simulate.live import KEY_FIELD, KafkaSink, LiveFeed, run_live
 from sparkcep.timeutil import parse_event_time
@@ -126,7 +127,6 @@ SHIPPED_FAST = {
 
 @pytest.mark.spark
 def test_a_live_simulation_into_kafka_gives_alerts_in_a_streaming_run(kafka: str, tmp_path: Path) -> None:
-    from test_kafka_ops import create_topic
 
     create_topic(kafka, "live-stream", 2)  # a job refuses a topic that does not exist (it names the closest)
     (tmp_path / "rules.json").write_text(json.dumps({"rules": [SHIPPED_FAST]}))
