@@ -25,6 +25,7 @@ the event type, so results and errors are those of evaluating every edge.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -34,7 +35,9 @@ from sparkcep.cep.conditions import Event, Path, Scope
 _NEVER = 1 << 62
 Partial = tuple[int, Path, int, int]
 Found = tuple[Partial, int]  # a match and the time it was found
-NfaState = tuple[list[Partial], list[Found], int]
+# Completed matches waiting for earlier partial matches (a skip strategy): a tuple, () when there are none (no
+# container of its own to pickle and collect); states saved by earlier versions hold a list.
+NfaState = tuple[list[Partial], Sequence[Found], int]
 
 # Edge actions inside plans, as small ints (compared once per edge tested, where comparing strings costs more).
 _PROCEED: Final = 0
@@ -204,7 +207,7 @@ class Matcher:
         return frozenset(types)
 
     def initial(self) -> NfaState:
-        return ([self.start], [], 0)
+        return ([self.start], (), 0)
 
     @staticmethod
     def is_idle(state: NfaState) -> bool:
@@ -276,8 +279,9 @@ class Matcher:
             else:
                 kept.append(partial)
         if matches or completed:
-            completed = list(completed)
-            self._emit(kept, completed, matches, out)
+            waiting = list(completed)
+            self._emit(kept, waiting, matches, out)
+            completed = tuple(waiting)
         return kept, completed, seq
 
     def _advance_windows(self, state: NfaState, time: int, out: list[Result]) -> NfaState:
@@ -296,8 +300,9 @@ class Matcher:
         if len(kept) == len(partials) and not completed:
             return state
         if matches or completed:
-            completed = list(completed)
-            self._emit(kept, completed, matches, out)
+            waiting = list(completed)
+            self._emit(kept, waiting, matches, out)
+            completed = tuple(waiting)
         return kept, completed, seq
 
     def advance_through(self, state: NfaState, time: int, out: list[Result]) -> NfaState:
@@ -429,8 +434,9 @@ class Matcher:
         if self.cap is not None and len(kept) > self.cap:
             kept = self._cap(kept, time, out)
         if matches or completed:
-            completed = list(completed)
-            self._emit(kept, completed, matches, out)
+            waiting = list(completed)
+            self._emit(kept, waiting, matches, out)
+            completed = tuple(waiting)
         return kept, completed, seq + 1
 
     def _step(  # noqa: PLR0912  # one flat loop: this runs for every partial match that takes an event
