@@ -18,14 +18,16 @@ Speed: most conditions start with a test of the event type, so for one event typ
 not before anything is evaluated. The matcher keeps, per event type seen, a :class:`_Plan`: the automaton with
 those edges decided (see :class:`sparkcep.cep.compiler.Shape`), and per state what an event of that type does when
 no condition is left to evaluate. A partial match that can only ignore the event stays as it is, without a
-scope, a test or a new tuple. Conditions that do not read the partial match are evaluated at most once per event.
+scope, a test or a new tuple. Conditions that do not read the partial match are evaluated at most once per event,
+on the event's fields (compiled to read the mapping, :attr:`sparkcep.cep.compiler.Shape.record`), and a
+:class:`Scope` of the partial match is built only where a test may read it (:attr:`_Plan.scoped`).
 Tests run in the order they always did, and a test is only skipped when its value cannot depend on anything but
 the event type, so results and errors are those of evaluating every edge.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -54,7 +56,7 @@ _UNSET: Final = object()
 # for the events the plan is for; action; target; source stage). See Shape.literals.
 PlanEdge = tuple[tuple[Literal, ...], int, int, str]
 Taken = tuple[tuple[str, int, int], ...]  # (source stage, _TAKE or _IGNORE, target) in traversal order
-Memo = dict[Test, bool]
+Memo = dict[Callable[[Any], bool], bool]
 
 
 class _Plan:
@@ -65,10 +67,12 @@ class _Plan:
     left to test on the way (None: tests decide). ``keeps``: the event is only ignored there, so a partial match
     waiting there stays as it is; ``quiet``: nothing at all happens there; ``takes``: whether such an event is
     taken from there (None: tests decide). ``finals`` per state:
-    :meth:`Matcher._final_after` when nothing is left to test (:data:`_DYNAMIC`: tests decide).
+    :meth:`Matcher._final_after` when nothing is left to test (:data:`_DYNAMIC`: tests decide). ``scoped`` per
+    state: whether matching such an event from there may evaluate a test that reads the partial match (only
+    then is a :class:`Scope` built; the other tests read the event's fields).
     """
 
-    __slots__ = ("edges", "finals", "keeps", "quiet", "taken", "takes")
+    __slots__ = ("edges", "finals", "keeps", "quiet", "scoped", "taken", "takes")
 
     def __init__(self, automaton: Automaton, event_type: str | None) -> None:
         edges: list[tuple[PlanEdge, ...]] = []
@@ -92,6 +96,32 @@ class _Plan:
         self.takes = tuple(None if taken is None else any(t[1] == _TAKE for t in taken) for taken in self.taken)
         kinds = [state.kind for state in automaton.states]
         self.finals = tuple(self._static_final(index, kinds) for index in range(len(edges)))
+        self.scoped = tuple(self._reads_match(index) for index in range(len(edges)))
+
+    def _proceeds(self, index: int) -> set[int]:
+        """``index`` and every state reachable from it by PROCEED edges (whatever their tests)."""
+        seen = {index}
+        pending = [index]
+        while pending:
+            for _checks, action, target, _stage in self.edges[pending.pop()]:
+                if action == _PROCEED and target not in seen:
+                    seen.add(target)
+                    pending.append(target)
+        return seen
+
+    def _reads_match(self, index: int) -> bool:
+        """Whether :meth:`Matcher._step` from ``index`` may test something that reads the partial match: in
+        :meth:`Matcher._walk` (the PROCEED closure of ``index``) or :meth:`Matcher._final_after` (the PROCEED
+        closure of what a TAKE edge reaches). A superset of what is tested, which is enough."""
+        walked = self._proceeds(index)
+        after: set[int] = set()
+        for current in walked:
+            for _checks, action, target, _stage in self.edges[current]:
+                if action == _TAKE:
+                    after |= self._proceeds(target)
+        tested = [checks for state in walked for checks, *_ in self.edges[state]]
+        tested += [checks for state in after for checks, action, *_ in self.edges[state] if action == _PROCEED]
+        return any(not pure for checks in tested for _test, _negated, pure in checks)
 
     def _static_taken(self, index: int) -> Taken | None:
         """:meth:`Matcher._walk` from ``index`` when it tests nothing (None: it would)."""
@@ -131,14 +161,19 @@ def _tested(test: Test, scope: Scope, memo: Memo) -> bool:
     return bool(holds)
 
 
-def _holds(checks: tuple[Literal, ...], scope: Scope, memo: Memo, own: Memo) -> bool:
-    """Whether every test holds, in order until one fails. A test's result is kept for the event in ``memo`` when it
-    reads only the event, else for the partial match in ``own`` (a condition and its negation test it once)."""
+def _holds(checks: tuple[Literal, ...], fields: dict[str, Any], scope: Scope | None, memo: Memo, own: Memo) -> bool:
+    """Whether every test holds, in order until one fails. A test that reads only the event takes its ``fields`` and
+    its result is kept for the event in ``memo``; any other takes ``scope`` (the event and the partial match) and
+    its result is kept for the partial match in ``own`` (a condition and its negation test it once)."""
     for test, negated, pure in checks:
-        known = memo if pure else own
-        holds = known.get(test, _UNSET)
-        if holds is _UNSET:
-            holds = known[test] = test(scope)
+        if pure:
+            holds = memo.get(test, _UNSET)
+            if holds is _UNSET:
+                holds = memo[test] = test(fields)
+        else:
+            holds = own.get(test, _UNSET)
+            if holds is _UNSET:
+                holds = own[test] = test(scope)
         if (not holds) is not negated:  # it fails: false, or true and negated
             return False
     return True
@@ -347,18 +382,14 @@ class Matcher:
 
     def _could_start(self, plan: _Plan, fields: dict[str, Any], memo: Memo) -> bool:
         """:meth:`could_start`, keeping in ``memo`` the result of every test it evaluates (all in one scope)."""
-        takes = plan.takes[self.automaton.start]
+        start = self.automaton.start
+        takes = plan.takes[start]
         if takes is not None:  # known for this event type without a test
             return takes
-        event_type = fields.get(self._type_field) if self._type_field is not None else None
-        scope: Scope | None = None
-        for condition in self._start_takes:
-            types = condition.types
-            if types is not None and event_type not in types:
-                continue  # cheap: most events are of a type the first stage does not take
-            if scope is None:
-                scope = Scope(fields, ())
-            if _tested(condition.test, scope, memo):
+        # The start partial match has no events: every test's result holds for it, so ``memo`` keeps them all.
+        scope = Scope(fields, ()) if plan.scoped[start] else None
+        for checks, action, _target, _stage in plan.edges[start]:
+            if action == _TAKE and (not checks or _holds(checks, fields, scope, memo, memo)):
                 return True
         if not self._start_proceeds:
             return False
@@ -453,13 +484,16 @@ class Matcher:
         when it reaches a STOP state)."""
         index, path, start_time, start_seq = partial
         is_start = start_seq == _NEVER
+        fields = event[3]
+        # The partial match in a scope, and the results of the tests that read it, only when such a test may run.
         scope: Scope | None = None
-        own = shared  # results of the tests that read this partial match (made when a test needs it)
+        own = memo  # never read when no test reads the partial match
+        if plan.scoped[index]:
+            scope = Scope(fields, path)
+            own = {} if shared is None else shared
         taken = plan.taken[index]
         if taken is None:
-            scope = Scope(event[3], path)
-            own = {} if own is None else own
-            taken = self._walk(plan.edges, index, scope, memo, own)
+            taken = self._walk(plan.edges, index, fields, scope, memo, own)
         kinds, finals, time = self._kinds, plan.finals, event[1]
         stopped = False
         retained: list[Partial] = []
@@ -483,9 +517,7 @@ class Matcher:
                 continue
             final = finals[target]
             if final == _DYNAMIC:
-                scope = scope or Scope(event[3], path)
-                own = {} if own is None else own
-                final = self._final_after(plan.edges, target, scope, memo, own)
+                final = self._final_after(plan.edges, target, fields, scope, memo, own)
             if final is not None:
                 matches.append(((final, grown, reached[2], reached[3]), time))
         if is_start:
@@ -510,14 +542,21 @@ class Matcher:
         return remaining
 
     @staticmethod
-    def _walk(edges: tuple[tuple[PlanEdge, ...], ...], index: int, scope: Scope, memo: Memo, own: Memo) -> Taken:
+    def _walk(
+        edges: tuple[tuple[PlanEdge, ...], ...],
+        index: int,
+        fields: dict[str, Any],
+        scope: Scope | None,
+        memo: Memo,
+        own: Memo,
+    ) -> Taken:
         """What the event takes or ignores from state ``index``, following the PROCEED edges that hold."""
         taken: list[tuple[str, int, int]] = []
         pending = [index]
         while pending:
             current = pending.pop()
             for checks, action, target, stage in edges[current]:
-                if checks and not _holds(checks, scope, memo, own):
+                if checks and not _holds(checks, fields, scope, memo, own):
                     continue
                 if action == _PROCEED:
                     pending.append(target)
@@ -526,7 +565,13 @@ class Matcher:
         return tuple(taken)
 
     def _final_after(
-        self, edges: tuple[tuple[PlanEdge, ...], ...], index: int, scope: Scope, memo: Memo, own: Memo
+        self,
+        edges: tuple[tuple[PlanEdge, ...], ...],
+        index: int,
+        fields: dict[str, Any],
+        scope: Scope | None,
+        memo: Memo,
+        own: Memo,
     ) -> int | None:
         """A FINAL state reachable by PROCEED alone (the rest of the pattern may match nothing)."""
         kinds = self._kinds
@@ -534,7 +579,7 @@ class Matcher:
         while pending:
             current = pending.pop()
             for checks, action, target, _stage in edges[current]:
-                if action != _PROCEED or (checks and not _holds(checks, scope, memo, own)):
+                if action != _PROCEED or (checks and not _holds(checks, fields, scope, memo, own)):
                     continue
                 if kinds[target] == FINAL:
                     return target
