@@ -226,6 +226,9 @@ class Matcher:
         self._type_field = automaton.type_field
         # By state index: matching reads these for every event and partial match.
         self._kinds = tuple(state.kind for state in automaton.states)
+        # Whether timed-out partial matches become results (a caller that reports none sets it False: most pattern
+        # processors have no timeout output, and most partial matches time out).
+        self.reports_timeouts = True
         self._generic = _Plan(automaton, None)  # for events whose type is not a text (or with no type field)
         self._plans: dict[str, _Plan] = {}  # by event type, made when the first event of that type comes
 
@@ -309,7 +312,7 @@ class Matcher:
                 if self._kinds[partial[0]] == PENDING:
                     # not_followed_by at the end: nothing came within the window
                     matches.append((partial, partial[2] + self.within))
-                else:
+                elif self.reports_timeouts:
                     out.append(Result(True, partial[2] + self.within, partial[1], within=self.within))
             else:
                 kept.append(partial)
@@ -330,7 +333,7 @@ class Matcher:
                 kept.append(partial)
             elif self.states[partial[0]].kind == PENDING:
                 matches.append((partial, due[0]))  # not_followed_by at the end: nothing came in time
-            else:
+            elif self.reports_timeouts:
                 out.append(Result(True, due[0], partial[1], within=due[1]))
         if len(kept) == len(partials) and not completed:
             return state
@@ -411,13 +414,19 @@ class Matcher:
     ) -> NfaState | None:
         """:meth:`process` from :meth:`initial` for a key with no state, or None when the event would begin no match
         (:meth:`could_start` is false: nothing else can happen then)."""
-        plan = self._plan(fields)
+        try:  # _plan, inlined: this runs for most events
+            plan = self._plans.get(fields.get(self._type_field))  # type: ignore[arg-type]
+        except TypeError:
+            plan = None
+        if plan is None:
+            plan = self._new_plan(fields)
         # Only the start partial match is tested, in one scope (no events matched), so every test's result holds
         # for the whole call: could_start's tests are not evaluated again by process.
         memo: Memo = {}
-        if not self._could_start(plan, fields, memo):
+        takes = plan.takes[self.automaton.start]  # known for the event type without a test (None: tests decide)
+        if not takes if takes is not None else not self._could_start(plan, fields, memo):
             return None
-        return self.process(self.initial(), time, event_id, fields, out, origin, plan, memo, memo)
+        return self.process(([self.start], (), 0), time, event_id, fields, out, origin, plan, memo, memo)
 
     def process(
         self,

@@ -65,6 +65,9 @@ class PatternLogic(RuleLogic):
         self._matchers: list[Matcher | None] = [
             compile_matcher(v.pattern, type_field) if v.state == "ACTIVE" and v.key == key else None for v in ordered
         ]
+        for version, matcher in zip(ordered, self._matchers, strict=True):
+            if matcher is not None and version.output.timeout_event_type is None:
+                matcher.reports_timeouts = False  # _report drops timeouts without an output event type
         starts = [m.start_types for m in self._matchers if m is not None]
         if starts and all(types is not None for types in starts):
             self.start_types = frozenset().union(*(types for types in starts if types is not None))
