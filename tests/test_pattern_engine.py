@@ -211,10 +211,20 @@ def test_partial_matches_survive_a_restart_from_the_state_snapshots() -> None:
     assert matches(result) == [("P", "2024-01-01T00:20:00.000Z", {"a": ["e1"], "b": ["e2"]})]
 
 
+def _nested_partial(partial: tuple[Any, ...]) -> tuple[Any, ...]:
+    index, start_time, start_seq, *flat = partial
+    return (index, tuple(zip(flat[::2], flat[1::2], strict=True)), start_time, start_seq)
+
+
 def _nested(state: Any, single_key: bool) -> Any:
-    """A pattern state in the nested layout of earlier versions (what their checkpoints hold)."""
+    """A pattern state in the nested layout of earlier versions (what their checkpoints hold): the matcher's state
+    in a tuple, partial matches as (state index, ((stage, event), ...), start time, start seq), the key values in a
+    tuple, the last event's time and id in a tuple."""
     timer, index, partials, completed, seq, finishing, packed, last_time, last_id = state
-    nfa = None if partials is None else (partials, list(completed), seq)
+    nfa = None
+    if partials is not None:
+        waiting = [(_nested_partial(match), at) for match, at in completed]
+        nfa = ([_nested_partial(p) for p in partials], waiting, seq)
     return (timer, index, nfa, finishing, (packed,) if single_key else packed, (last_time, last_id))
 
 

@@ -1,10 +1,14 @@
 """Running an automaton over one key's events in event-time order.
 
 State per key is plain data (it pickles into the engine's bucket blob):
-``(partials, completed, next_seq)`` where a partial match is ``(state index, path, start time, start seq)``,
-``path`` is the tuple of ``(stage name, event)`` matched so far and an event is
-``(seq, time, id, fields, origin)``. ``seq`` numbers events in matching order, so comparing seqs compares
-(time, id). The start partial match (no events yet) has start ``(_NEVER, _NEVER)`` and is always present.
+``(partials, completed, next_seq)`` where a partial match is ``(state index, start time, start seq, stage name,
+event, stage name, event, ...)`` with the events matched so far, and an event is ``(seq, time, id, fields,
+origin)``. ``seq`` numbers events in matching order, so comparing seqs compares (time, id). The start partial
+match (no events yet) has start ``(_NEVER, _NEVER)`` and is always present. The events are flat in the partial
+match rather than a tuple of ``(stage, event)`` pairs (the :data:`Path` that conditions and results read, see
+:func:`path_of`) because a key's state is pickled and walked by the cyclic collector every micro-batch: a partial
+match of one event is two containers instead of four. (Versions before this one kept the pairs; their saved
+states are converted by sparkcep.core.pattern.)
 
 Per event at time ``t`` (Flink CEP's order): first :meth:`Matcher.advance` to ``t`` (partial matches whose
 first event is ``within`` or more before ``t`` time out, and those waiting in a stage with a ``within`` of its
@@ -35,7 +39,9 @@ from sparkcep.cep.compiler import FINAL, IGNORE, NORMAL, PENDING, PROCEED, STOP,
 from sparkcep.cep.conditions import Event, Path, Scope
 
 _NEVER = 1 << 62
-Partial = tuple[int, Path, int, int]
+# A partial match: (state index, start time, start seq, stage, event, stage, event, ...), the matched events
+# with their stages flat in the tuple (see the module docstring; :func:`path_of` gives them as a Path).
+Partial = tuple[Any, ...]
 Found = tuple[Partial, int]  # a match and the time it was found
 # Completed matches waiting for earlier partial matches (a skip strategy): a tuple, () when there are none (no
 # container of its own to pickle and collect); states saved by earlier versions hold a list.
@@ -200,8 +206,13 @@ class Result:
         return grouped
 
 
+def path_of(partial: Partial) -> Path:
+    """The events of a partial match with their stages, in order."""
+    return tuple(zip(partial[3::2], partial[4::2], strict=True))
+
+
 def _order(partial: Partial) -> tuple[int, int, tuple[int, ...]]:
-    return partial[2], partial[3], tuple(event[0] for _, event in partial[1])
+    return partial[1], partial[2], tuple(event[0] for event in partial[4::2])
 
 
 class Matcher:
@@ -219,7 +230,7 @@ class Matcher:
             windows.get(state.stage) if state.kind in (NORMAL, PENDING) else None for state in automaton.states
         )
         self._stage_windows = any(window is not None for window in self._windows)
-        self.start: Partial = (automaton.start, (), _NEVER, _NEVER)
+        self.start: Partial = (automaton.start, _NEVER, _NEVER)
         first = automaton.states[automaton.start]
         self._start_takes = [edge.condition for edge in first.edges if edge.action == TAKE]
         self._start_proceeds = any(edge.action == PROCEED for edge in first.edges)
@@ -250,21 +261,21 @@ class Matcher:
     @staticmethod
     def is_idle(state: NfaState) -> bool:
         """Nothing but the start of a match is left: nothing to keep for this key."""
-        return not state[1] and all(partial[3] == _NEVER for partial in state[0])
+        return not state[1] and all(partial[2] == _NEVER for partial in state[0])
 
     @staticmethod
     def without_start(state: NfaState) -> NfaState:
         """The same partial matches, but no new match can start (a replaced version finishing its matches)."""
-        return [p for p in state[0] if p[3] != _NEVER], state[1], state[2]
+        return [p for p in state[0] if p[2] != _NEVER], state[1], state[2]
 
     def _deadline(self, partial: Partial) -> tuple[int, int] | None:
         """When a partial match runs out of time, and the window that runs out (None: never)."""
         due: tuple[int, int] | None = None
         if self.within is not None:
-            due = (partial[2] + self.within, self.within)
+            due = (partial[1] + self.within, self.within)
         window = self._windows[partial[0]]
-        if window is not None and partial[1]:
-            own = (partial[1][-1][1][1] + window, window)
+        if window is not None and len(partial) > 3:  # from its last event
+            own = (partial[-1][1] + window, window)
             if due is None or own[0] < due[0]:
                 due = own
         return due
@@ -272,12 +283,12 @@ class Matcher:
     def idle_and_timeout(self, state: NfaState) -> tuple[bool, int | None]:
         """:meth:`is_idle` and :meth:`next_timeout` in one pass over the partial matches."""
         if self._stage_windows:
-            started = [p for p in state[0] if p[3] != _NEVER]
+            started = [p for p in state[0] if p[2] != _NEVER]
             dues = [due[0] for due in map(self._deadline, started) if due is not None]
             return not started and not state[1], min(dues, default=None)
         earliest: int | None = None
         for partial in state[0]:
-            start = partial[2]
+            start = partial[1]
             if start != _NEVER and (earliest is None or start < earliest):
                 earliest = start  # only the start partial match has no start time (and no start seq)
         idle = earliest is None and not state[1]
@@ -301,19 +312,19 @@ class Matcher:
             return state
         limit = time - self.within
         for partial in partials:  # a loop, not any() over a generator: most calls time out nothing
-            if partial[2] <= limit:
+            if partial[1] <= limit:
                 break
         else:
             return state
         kept: list[Partial] = []
         matches: list[Found] = []
         for partial in partials:
-            if partial[2] != _NEVER and partial[2] <= limit:
+            if partial[1] != _NEVER and partial[1] <= limit:
                 if self._kinds[partial[0]] == PENDING:
                     # not_followed_by at the end: nothing came within the window
-                    matches.append((partial, partial[2] + self.within))
+                    matches.append((partial, partial[1] + self.within))
                 elif self.reports_timeouts:
-                    out.append(Result(True, partial[2] + self.within, partial[1], within=self.within))
+                    out.append(Result(True, partial[1] + self.within, path_of(partial), within=self.within))
             else:
                 kept.append(partial)
         if matches or completed:
@@ -328,13 +339,13 @@ class Matcher:
         kept: list[Partial] = []
         matches: list[Found] = []
         for partial in partials:
-            due = self._deadline(partial) if partial[3] != _NEVER else None
+            due = self._deadline(partial) if partial[2] != _NEVER else None
             if due is None or due[0] > time:
                 kept.append(partial)
             elif self.states[partial[0]].kind == PENDING:
                 matches.append((partial, due[0]))  # not_followed_by at the end: nothing came in time
             elif self.reports_timeouts:
-                out.append(Result(True, due[0], partial[1], within=due[1]))
+                out.append(Result(True, due[0], path_of(partial), within=due[1]))
         if len(kept) == len(partials) and not completed:
             return state
         if matches or completed:
@@ -459,7 +470,7 @@ class Matcher:
         matches: list[Found] = []
         for partial in partials:
             index = partial[0]
-            if partial[3] == _NEVER:  # the start partial match
+            if partial[2] == _NEVER:  # the start partial match
                 if quiet[index]:
                     kept.append(self.start)  # the event begins nothing
                     continue
@@ -491,14 +502,14 @@ class Matcher:
     ) -> None:
         """What one partial match reaches with ``event``: matches into ``matches``, the rest into ``kept`` (none
         when it reaches a STOP state)."""
-        index, path, start_time, start_seq = partial
-        is_start = start_seq == _NEVER
+        index = partial[0]
+        is_start = partial[2] == _NEVER
         fields = event[3]
         # The partial match in a scope, and the results of the tests that read it, only when such a test may run.
         scope: Scope | None = None
         own = memo  # never read when no test reads the partial match
         if plan.scoped[index]:
-            scope = Scope(fields, path)
+            scope = Scope(fields, path_of(partial))
             own = {} if shared is None else shared
         taken = plan.taken[index]
         if taken is None:
@@ -510,11 +521,11 @@ class Matcher:
             if action == _IGNORE:
                 if is_start:
                     continue
-                reached = (target, path, start_time, start_seq)
-                grown = None
+                reached = (target, *partial[1:])  # the same start and events, in another state
+            elif is_start:
+                reached = (target, time, event[0], stage, event)
             else:
-                grown = (*path, (stage, event))
-                reached = (target, grown, time, event[0]) if is_start else (target, grown, start_time, start_seq)
+                reached = (target, *partial[1:], stage, event)
             kind = kinds[target]
             if kind == FINAL:
                 matches.append((reached, time))
@@ -522,13 +533,13 @@ class Matcher:
                 stopped = True
             else:
                 retained.append(reached)
-            if grown is None:
+            if action == _IGNORE:
                 continue
             final = finals[target]
             if final == _DYNAMIC:
                 final = self._final_after(plan.edges, target, fields, scope, memo, own)
             if final is not None:
-                matches.append(((final, grown, reached[2], reached[3]), time))
+                matches.append(((final, *reached[1:]), time))
         if is_start:
             retained.append(self.start)
         if not stopped:
@@ -537,15 +548,15 @@ class Matcher:
     def _cap(self, kept: list[Partial], time: int, out: list[Result]) -> list[Partial]:
         """Drop the oldest partial matches beyond the cap (``kept`` is in start order), reporting each."""
         assert self.cap is not None
-        excess = sum(1 for p in kept if p[3] != _NEVER) - self.cap
+        excess = sum(1 for p in kept if p[2] != _NEVER) - self.cap
         if excess <= 0:
             return kept
         # By position: a partial match that ignored the event is the same object as before, maybe twice.
         remaining: list[Partial] = []
         for partial in kept:
-            if excess > 0 and partial[3] != _NEVER:
+            if excess > 0 and partial[2] != _NEVER:
                 excess -= 1
-                out.append(Result(False, time, partial[1], dropped=True))
+                out.append(Result(False, time, path_of(partial), dropped=True))
             else:
                 remaining.append(partial)
         return remaining
@@ -600,16 +611,16 @@ class Matcher:
     def _emit(self, partials: list[Partial], completed: list[Found], matches: list[Found], out: list[Result]) -> None:
         matches.sort(key=lambda found: _order(found[0]))
         if self.skip.strategy == "NO_SKIP":
-            out.extend(Result(False, at, match[1]) for match, at in matches)
+            out.extend(Result(False, at, path_of(match)) for match, at in matches)
             return
         # With a skip strategy, a match waits until no partial match that started earlier is alive (a
         # longer match from an earlier start comes first), then prunes what its strategy skips.
         completed.extend(matches)
         completed.sort(key=lambda found: _order(found[0]))
         while completed:
-            earliest = min((p for p in partials if p[3] != _NEVER), key=_order, default=None)
+            earliest = min((p for p in partials if p[2] != _NEVER), key=_order, default=None)
             match, at = completed[0]
-            if earliest is not None and (match[2], match[3]) > (earliest[2], earliest[3]):
+            if earliest is not None and (match[1], match[2]) > (earliest[1], earliest[2]):
                 break
             completed.pop(0)
             bound = self._pruning_seq(match)
@@ -617,23 +628,23 @@ class Matcher:
                 inclusive = self.skip.strategy in ("SKIP_TO_NEXT", "SKIP_PAST_LAST_EVENT")
                 partials[:] = [p for p in partials if not _pruned(p, bound, inclusive)]
                 completed[:] = [f for f in completed if not _pruned(f[0], bound, inclusive)]
-            out.append(Result(False, at, match[1]))
+            out.append(Result(False, at, path_of(match)))
 
     def _pruning_seq(self, match: Partial) -> int | None:
-        seqs = [event[0] for _, event in match[1]]
+        seqs: list[int] = [event[0] for event in match[4::2]]
         strategy = self.skip.strategy
         if strategy == "SKIP_TO_NEXT":
             return min(seqs)
         if strategy == "SKIP_PAST_LAST_EVENT":
             return max(seqs)
-        in_stage = [event[0] for stage, event in match[1] if stage == self.skip.stage]
+        in_stage = [event[0] for stage, event in path_of(match) if stage == self.skip.stage]
         if not in_stage:
             return None
         return min(in_stage) if strategy == "SKIP_TO_FIRST" else max(in_stage)
 
 
 def _pruned(partial: Partial, bound: int, inclusive: bool) -> bool:
-    start = partial[3]
+    start: int = partial[2]
     if start == _NEVER:
         return False
     return start <= bound if inclusive else start < bound

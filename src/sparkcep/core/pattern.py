@@ -187,10 +187,11 @@ class PatternLogic(RuleLogic):
             raise ValueError(f"not a pattern state: {len(state)} slots")
         timer, index, nfa, finishing, key_values, (last_time, last_id) = state
         packed = key_values[0] if self._key_field is not None else tuple(key_values)
+        finishing = tuple((old, _flat_nfa(carried)) for old, carried in finishing)
         if nfa is None:
             return (timer, index, None, (), 0, finishing, packed, last_time, last_id)
-        partials, completed, seq = nfa
-        return (timer, index, partials, tuple(completed), seq, finishing, packed, last_time, last_id)
+        partials, completed, seq = _flat_nfa(nfa)
+        return (timer, index, partials, completed, seq, finishing, packed, last_time, last_id)
 
     def on_timer(self, state: State, time: int, key: str, out: list[Record]) -> State | None:
         if len(state) != _SLOTS:
@@ -382,6 +383,18 @@ class PatternLogic(RuleLogic):
             scope = Scope(None, path)
             record["measures"] = {name: _plain(m.evaluate(scope)) for name, m in self._measures[index].items()}
         return record
+
+
+def _flat_nfa(nfa: Any) -> NfaState:
+    """A matcher state of the nested layout, whose partial matches were ``(state index, ((stage, event), ...), start
+    time, start seq)``, with the flat partial matches of sparkcep.cep.nfa."""
+    partials, completed, seq = nfa
+
+    def flat(partial: tuple[int, Any, int, int]) -> tuple[Any, ...]:
+        index, path, start_time, start_seq = partial
+        return (index, start_time, start_seq, *(item for pair in path for item in pair))
+
+    return [flat(p) for p in partials], tuple((flat(match), at) for match, at in completed), seq
 
 
 def _plain(value: object) -> object:
