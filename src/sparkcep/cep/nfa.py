@@ -286,17 +286,15 @@ class Matcher:
             started = [p for p in state[0] if p[2] != _NEVER]
             dues = [due[0] for due in map(self._deadline, started) if due is not None]
             return not started and not state[1], min(dues, default=None)
-        earliest: int | None = None
-        for partial in state[0]:
-            start = partial[1]
-            if start != _NEVER and (earliest is None or start < earliest):
-                earliest = start  # only the start partial match has no start time (and no start seq)
-        idle = earliest is None and not state[1]
+        # Partial matches are in start order, the start partial match (no start time) last: the first one started
+        # earliest (see process; tests/test_pattern_plans.py checks the order).
+        partials = state[0]
+        earliest: int = partials[0][1] if partials else _NEVER
+        if earliest == _NEVER:
+            return not state[1], None
         # A completed match waiting for an earlier partial match needs no wake-up of its own: it is released
         # when that partial match completes or times out.
-        if earliest is None or self.within is None:
-            return idle, None
-        return idle, earliest + self.within
+        return False, None if self.within is None else earliest + self.within
 
     def next_timeout(self, state: NfaState) -> int | None:
         """Earliest time at which a partial match runs out of ``within`` (None: never)."""
@@ -509,7 +507,7 @@ class Matcher:
         scope: Scope | None = None
         own = memo  # never read when no test reads the partial match
         if plan.scoped[index]:
-            scope = Scope(fields, path_of(partial))
+            scope = Scope(fields, () if is_start else path_of(partial))
             own = {} if shared is None else shared
         taken = plan.taken[index]
         if taken is None:

@@ -220,6 +220,14 @@ class PatternLogic(RuleLogic):
         switch = self._switches[index + 1]
         if (timer is None or timer > time) and (switch is None or switch > time):
             return index, nfa, finishing  # no timeout and no version switch at or before ``time``
+        if self._single and not finishing:  # the common case: one version, nothing else to advance
+            matcher = self._matchers[0]
+            if matcher is not None and nfa is not None:
+                found: list[Result] = []
+                nfa = matcher.advance_through(nfa, time, found)
+                if found:
+                    self._report(index, found, key, packed, out)
+            return index, nfa, finishing
         now = self.version_at(time)  # only here: most events neither time anything out nor switch versions
         kept = list(finishing)
         # A version recorded after this state was written may have taken effect before ``time`` (a live run
