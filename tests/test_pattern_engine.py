@@ -220,9 +220,9 @@ def _nested(state: Any, single_key: bool) -> Any:
     """A pattern state in the nested layout of earlier versions (what their checkpoints hold): the matcher's state
     in a tuple, partial matches as (state index, ((stage, event), ...), start time, start seq), the key values in a
     tuple, the last event's time and id in a tuple."""
-    timer, index, partials, completed, seq, finishing, packed, last_time, last_id = state
+    timer, index, completed, seq, finishing, packed, last_time, last_id, *partials = state
     nfa = None
-    if partials is not None:
+    if seq is not None:
         waiting = [(_nested_partial(match), at) for match, at in completed]
         nfa = ([_nested_partial(p) for p in partials], waiting, seq)
     return (timer, index, nfa, finishing, (packed,) if single_key else packed, (last_time, last_id))

@@ -45,7 +45,9 @@ Partial = tuple[Any, ...]
 Found = tuple[Partial, int]  # a match and the time it was found
 # Completed matches waiting for earlier partial matches (a skip strategy): a tuple, () when there are none (no
 # container of its own to pickle and collect); states saved by earlier versions hold a list.
-NfaState = tuple[list[Partial], Sequence[Found], int]
+# Partial matches: a list, or a tuple when read from a caller's state (the matcher builds new lists, never
+# changing the one it is given).
+NfaState = tuple[Sequence[Partial], Sequence[Found], int]
 
 # Edge actions inside plans, as small ints (compared once per edge tested, where comparing strings costs more).
 _PROCEED: Final = 0

@@ -1,11 +1,11 @@
 """Pattern processors in the engine: all versions of one processor id, one automaton per version.
 
-State per key: ``(timer, version index, partial matches, completed matches, next seq, finishing, key, last time,
-last id)``: the matcher's state (:data:`sparkcep.cep.nfa.NfaState`, partial matches None when there are none) laid
-out flat, and the key's values (the value itself for one key field, else their tuple). A key's state is pickled
-into its bucket's pages and walked by the cyclic collector every batch, so every container in it costs on each
-batch: the flat layout holds 4 fewer than the nested one of earlier versions
-``(timer, version index, (partials, completed, seq), finishing, (key values,), (last time, last id))``, which is
+State per key: ``(timer, version index, completed matches, next seq, finishing, key, last time, last id, partial
+match, partial match, ...)``: the matcher's state (:data:`sparkcep.cep.nfa.NfaState`; next seq None when there is
+none) laid out flat in one tuple, and the key's values (the value itself for one key field, else their tuple).
+A key's state is pickled into its bucket's pages and walked by the cyclic collector every batch, so every
+container in it costs on each batch: the flat layout holds 5 fewer than the nested one of earlier versions
+``(timer, version index, ([partials], completed, seq), finishing, (key values,), (last time, last id))``, which is
 still read (:meth:`PatternLogic.upgraded`). ``finishing`` holds earlier
 versions' partial matches that run to completion under ``on_new_version: finish`` (they start nothing new).
 The timer is the earliest of: a partial match running out of ``within``, and the next version's
@@ -38,9 +38,8 @@ from sparkcep.timeutil import format_duration, format_iso
 _NO_EVENTS: tuple[()] = ()
 # State slots (the layout is in the module docstring); a plain tuple, as state is pickled. ``last`` is the
 # (time, event id) of the key's last event.
-_TIMER, _VERSION_INDEX, _PARTIALS, _COMPLETED, _SEQ, _FINISHING, _KEY, _LAST_TIME, _LAST_ID = range(9)
-_SLOTS = 9
-_NESTED_SLOTS = 6  # the layout before this one
+_TIMER, _VERSION_INDEX, _COMPLETED, _SEQ, _FINISHING, _KEY, _LAST_TIME, _LAST_ID, _PARTIALS = range(9)
+_NESTED_SLOTS = 6  # the layout before this one (the flat one has at least 8)
 
 
 class PatternLogic(RuleLogic):
@@ -109,13 +108,13 @@ class PatternLogic(RuleLogic):
         fields = value
         if state is None:
             return self._begin(time, event_id, event_type, fields, key, out, origin)
-        if len(state) != _SLOTS:
+        if len(state) == _NESTED_SLOTS:
             state = self.upgraded(state)
         if state[_LAST_TIME] == time and state[_LAST_ID] == event_id:
             return state  # a redelivered copy (same id and time: next in matching order) is matched once
         packed = state[_KEY]
-        timer, index, partials, finishing = state[_TIMER], state[_VERSION_INDEX], state[_PARTIALS], state[_FINISHING]
-        nfa: NfaState | None = None if partials is None else (partials, state[_COMPLETED], state[_SEQ])
+        timer, index, seq, finishing = state[_TIMER], state[_VERSION_INDEX], state[_SEQ], state[_FINISHING]
+        nfa: NfaState | None = None if seq is None else (state[_PARTIALS:], state[_COMPLETED], seq)
         switch = self._switches[index + 1]
         if (timer is not None and timer <= time) or (switch is not None and switch <= time):
             # Something times out or a version switches first (_catch_up's own test, here to save a call per event).
@@ -189,15 +188,15 @@ class PatternLogic(RuleLogic):
         packed = key_values[0] if self._key_field is not None else tuple(key_values)
         finishing = tuple((old, _flat_nfa(carried)) for old, carried in finishing)
         if nfa is None:
-            return (timer, index, None, (), 0, finishing, packed, last_time, last_id)
+            return (timer, index, (), None, finishing, packed, last_time, last_id)
         partials, completed, seq = _flat_nfa(nfa)
-        return (timer, index, partials, completed, seq, finishing, packed, last_time, last_id)
+        return (timer, index, completed, seq, finishing, packed, last_time, last_id, *partials)
 
     def on_timer(self, state: State, time: int, key: str, out: list[Record]) -> State | None:
-        if len(state) != _SLOTS:
+        if len(state) == _NESTED_SLOTS:
             state = self.upgraded(state)
-        packed, partials = state[_KEY], state[_PARTIALS]
-        nfa: NfaState | None = None if partials is None else (partials, state[_COMPLETED], state[_SEQ])
+        packed, seq = state[_KEY], state[_SEQ]
+        nfa: NfaState | None = None if seq is None else (state[_PARTIALS:], state[_COMPLETED], seq)
         index, nfa, finishing = self._catch_up(
             state[_TIMER], state[_VERSION_INDEX], nfa, state[_FINISHING], time, key, packed, out
         )
@@ -322,11 +321,11 @@ class PatternLogic(RuleLogic):
             # Keep the last event until a timer at its own time (timers run after every event at that time),
             # so redelivered copies of it are still recognised, then forget the key.
             if last_time == time and not from_timer:
-                return (time, index, None, (), 0, (), packed, last_time, last_id)
+                return (time, index, (), None, (), packed, last_time, last_id)
             return None
         if not finishing and index + 1 == len(self._starts):  # the common case: no other version to wait for
             assert nfa is not None
-            return (timeout, index, nfa[0], nfa[1], nfa[2], finishing, packed, last_time, last_id)
+            return (timeout, index, nfa[1], nfa[2], finishing, packed, last_time, last_id, *nfa[0])
         wakeups = [timeout]
         for old, partials in finishing:
             old_matcher = self._matchers[old]
@@ -335,8 +334,8 @@ class PatternLogic(RuleLogic):
         if index + 1 < len(self._starts) and self._starts[index + 1] > time:
             wakeups.append(self._starts[index + 1])
         due = [w for w in wakeups if w is not None]
-        partials, completed, seq = (None, (), 0) if nfa is None else nfa
-        return (min(due) if due else None, index, partials, completed, seq, finishing, packed, last_time, last_id)
+        partials, completed, seq = ((), (), None) if nfa is None else nfa
+        return (min(due) if due else None, index, completed, seq, finishing, packed, last_time, last_id, *partials)
 
     def _report(self, index: int, found: list[Result], key: str, packed: Any, out: list[Record]) -> None:
         if not found:
