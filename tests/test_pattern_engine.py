@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkcep.cep import run_pattern
+from sparkcep.cep.nfa import path_of
 from sparkcep.cli import main
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
@@ -212,8 +213,10 @@ def test_partial_matches_survive_a_restart_from_the_state_snapshots() -> None:
 
 
 def _nested_partial(partial: tuple[Any, ...]) -> tuple[Any, ...]:
-    index, start_time, start_seq, *flat = partial
-    return (index, tuple(zip(flat[::2], flat[1::2], strict=True)), start_time, start_seq)
+    """(state index, ((stage, event), ...), start time, start seq), events without an origin as before origins."""
+    index, start_time, start_seq = partial[:3]
+    path = tuple((stage, event[:4] if event[4] is None else event) for stage, event in path_of(partial))
+    return (index, path, start_time, start_seq)
 
 
 def _nested(state: Any, single_key: bool) -> Any:

@@ -2,13 +2,13 @@
 
 State per key is plain data (it pickles into the engine's bucket blob):
 ``(partials, completed, next_seq)`` where a partial match is ``(state index, start time, start seq, stage name,
-event, stage name, event, ...)`` with the events matched so far, and an event is ``(seq, time, id, fields,
-origin)``. ``seq`` numbers events in matching order, so comparing seqs compares (time, id). The start partial
-match (no events yet) has start ``(_NEVER, _NEVER)`` and is always present. The events are flat in the partial
-match rather than a tuple of ``(stage, event)`` pairs (the :data:`Path` that conditions and results read, see
-:func:`path_of`) because a key's state is pickled and walked by the cyclic collector every micro-batch: a partial
-match of one event is two containers instead of four. (Versions before this one kept the pairs; their saved
-states are converted by sparkcep.core.pattern.)
+*event, stage name, *event, ...)`` with the events matched so far, each event ``(seq, time, id, fields, origin)``
+laid out in the tuple (:data:`_STRIDE` items per event with its stage). ``seq`` numbers events in matching order,
+so comparing seqs compares (time, id). The start partial match (no events yet) has start ``(_NEVER, _NEVER)`` and
+is always present. The events are flat in the partial match rather than a tuple of ``(stage, event)`` pairs (the
+:data:`Path` that conditions and results read, see :func:`path_of`) because a key's state is pickled and walked
+by the cyclic collector every micro-batch: a partial match of one event is one container instead of four.
+(Versions before this one kept the pairs; their saved states are converted by sparkcep.core.pattern.)
 
 Per event at time ``t`` (Flink CEP's order): first :meth:`Matcher.advance` to ``t`` (partial matches whose
 first event is ``within`` or more before ``t`` time out, and those waiting in a stage with a ``within`` of its
@@ -42,6 +42,7 @@ _NEVER = 1 << 62
 # A partial match: (state index, start time, start seq, stage, event, stage, event, ...), the matched events
 # with their stages flat in the tuple (see the module docstring; :func:`path_of` gives them as a Path).
 Partial = tuple[Any, ...]
+_STRIDE: Final = 6  # an event's items in a partial match: its stage, seq, time, id, fields and origin
 Found = tuple[Partial, int]  # a match and the time it was found
 # Completed matches waiting for earlier partial matches (a skip strategy): a tuple, () when there are none (no
 # container of its own to pickle and collect); states saved by earlier versions hold a list.
@@ -210,11 +211,16 @@ class Result:
 
 def path_of(partial: Partial) -> Path:
     """The events of a partial match with their stages, in order."""
-    return tuple(zip(partial[3::2], partial[4::2], strict=True))
+    return tuple((partial[at], partial[at + 1 : at + _STRIDE]) for at in range(3, len(partial), _STRIDE))
+
+
+def _seqs(partial: Partial) -> tuple[int, ...]:
+    """The seqs of a partial match's events, in order."""
+    return partial[4::_STRIDE]
 
 
 def _order(partial: Partial) -> tuple[int, int, tuple[int, ...]]:
-    return partial[1], partial[2], tuple(event[0] for event in partial[4::2])
+    return partial[1], partial[2], _seqs(partial)
 
 
 class Matcher:
@@ -277,7 +283,7 @@ class Matcher:
             due = (partial[1] + self.within, self.within)
         window = self._windows[partial[0]]
         if window is not None and len(partial) > 3:  # from its last event
-            own = (partial[-1][1] + window, window)
+            own = (partial[-_STRIDE + 2] + window, window)
             if due is None or own[0] < due[0]:
                 due = own
         return due
@@ -523,9 +529,9 @@ class Matcher:
                     continue
                 reached = (target, *partial[1:])  # the same start and events, in another state
             elif is_start:
-                reached = (target, time, event[0], stage, event)
+                reached = (target, time, event[0], stage, *event)
             else:
-                reached = (target, *partial[1:], stage, event)
+                reached = (target, *partial[1:], stage, *event)
             kind = kinds[target]
             if kind == FINAL:
                 matches.append((reached, time))
@@ -631,7 +637,7 @@ class Matcher:
             out.append(Result(False, at, path_of(match)))
 
     def _pruning_seq(self, match: Partial) -> int | None:
-        seqs: list[int] = [event[0] for event in match[4::2]]
+        seqs = _seqs(match)
         strategy = self.skip.strategy
         if strategy == "SKIP_TO_NEXT":
             return min(seqs)

@@ -394,12 +394,15 @@ class PatternLogic(RuleLogic):
 
 def _flat_nfa(nfa: Any) -> NfaState:
     """A matcher state of the nested layout, whose partial matches were ``(state index, ((stage, event), ...), start
-    time, start seq)``, with the flat partial matches of sparkcep.cep.nfa."""
+    time, start seq)``, with the flat partial matches of sparkcep.cep.nfa (and every event with an origin slot)."""
     partials, completed, seq = nfa
 
     def flat(partial: tuple[int, Any, int, int]) -> tuple[Any, ...]:
         index, path, start_time, start_seq = partial
-        return (index, start_time, start_seq, *(item for pair in path for item in pair))
+        items: list[Any] = [index, start_time, start_seq]
+        for stage, event in path:
+            items += (stage, *event) if len(event) > 4 else (stage, *event, None)  # (no origin before origins)
+        return tuple(items)
 
     return [flat(p) for p in partials], tuple((flat(match), at) for match, at in completed), seq
 
