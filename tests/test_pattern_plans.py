@@ -114,7 +114,10 @@ def run(matcher: Matcher, events: list[tuple[int, object, int | None, object]]) 
         for number, (second, kind, amount, note) in enumerate(sorted(events, key=in_time)):
             fields = {"event_type": kind, "amount": amount, "note": note}
             state = matcher.advance_through(state, second * 1000, found)
-            state = matcher.process(state, second * 1000, f"e{number:02d}", fields, found)
+            if matcher.is_idle(state):  # as the engine does for a key without state
+                state = matcher.begin(second * 1000, f"e{number:02d}", fields, found) or matcher.initial()
+            else:
+                state = matcher.process(state, second * 1000, f"e{number:02d}", fields, found)
         matcher.advance_through(state, 10**6, found)
     except Exception as error:  # the error itself is the result compared
         return f"{found!r} then {type(error).__name__}: {error}"

@@ -78,10 +78,11 @@ class _Plan:
     taken from there (None: tests decide). ``finals`` per state:
     :meth:`Matcher._final_after` when nothing is left to test (:data:`_DYNAMIC`: tests decide). ``scoped`` per
     state: whether matching such an event from there may evaluate a test that reads the partial match (only
-    then is a :class:`Scope` built; the other tests read the event's fields).
+    then is a :class:`Scope` built; the other tests read the event's fields). ``gate``: when whether such an
+    event begins a match is one test of its fields, that test and whether it is negated (None: otherwise).
     """
 
-    __slots__ = ("edges", "finals", "keeps", "quiet", "scoped", "taken", "takes")
+    __slots__ = ("edges", "finals", "gate", "keeps", "quiet", "scoped", "taken", "takes")
 
     def __init__(self, automaton: Automaton, event_type: str | None) -> None:
         edges: list[tuple[PlanEdge, ...]] = []
@@ -106,6 +107,13 @@ class _Plan:
         kinds = [state.kind for state in automaton.states]
         self.finals = tuple(self._static_final(index, kinds) for index in range(len(edges)))
         self.scoped = tuple(self._reads_match(index) for index in range(len(edges)))
+        self.gate: tuple[Callable[[Any], bool], bool] | None = None
+        first = automaton.states[automaton.start]
+        if self.takes[automaton.start] is None and not any(edge.action == PROCEED for edge in first.edges):
+            takes = [checks for checks, action, *_ in self.edges[automaton.start] if action == _TAKE]
+            if len(takes) == 1 and len(takes[0]) == 1 and takes[0][0][2]:  # one test, of the event alone
+                test, negated, _pure = takes[0][0]
+                self.gate = (test, negated)
 
     def _proceeds(self, index: int) -> set[int]:
         """``index`` and every state reachable from it by PROCEED edges (whatever their tests)."""
@@ -441,7 +449,15 @@ class Matcher:
         # for the whole call: could_start's tests are not evaluated again by process.
         memo: Memo = {}
         takes = plan.takes[self.automaton.start]  # known for the event type without a test (None: tests decide)
-        if not takes if takes is not None else not self._could_start(plan, fields, memo):
+        if takes is not None:
+            if not takes:
+                return None
+        elif plan.gate is not None:  # _could_start when it is one test: most events of the type begin nothing
+            test, negated = plan.gate
+            holds = memo[test] = test(fields)
+            if (not holds) is not negated:
+                return None
+        elif not self._could_start(plan, fields, memo):
             return None
         return self.process(([self.start], (), 0), time, event_id, fields, out, origin, plan, memo, memo)
 
