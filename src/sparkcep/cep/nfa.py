@@ -219,7 +219,9 @@ class Result:
 
 def path_of(partial: Partial) -> Path:
     """The events of a partial match with their stages, in order."""
-    return tuple((partial[at], partial[at + 1 : at + _STRIDE]) for at in range(3, len(partial), _STRIDE))
+    if len(partial) == 3 + _STRIDE:  # the usual length: one event
+        return ((partial[3], partial[4:]),)
+    return tuple([(partial[at], partial[at + 1 : at + _STRIDE]) for at in range(3, len(partial), _STRIDE)])
 
 
 def _seqs(partial: Partial) -> tuple[int, ...]:
