@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkcep.cep import run_pattern
+from sparkcep.cep.nfa import path_of
 from sparkcep.cli import main
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
@@ -209,6 +210,61 @@ def test_partial_matches_survive_a_restart_from_the_state_snapshots() -> None:
     restarted.watermark = first.watermark
     result = restarted.run([[pay(T0 + 20 * MINUTE, "e2", "b", 3)]])
     assert matches(result) == [("P", "2024-01-01T00:20:00.000Z", {"a": ["e1"], "b": ["e2"]})]
+
+
+def _nested_partial(partial: tuple[Any, ...]) -> tuple[Any, ...]:
+    """(state index, ((stage, event), ...), start time, start seq), events without an origin as before origins."""
+    index, start_time, start_seq = partial[:3]
+    path = tuple((stage, event[:4] if event[4] is None else event) for stage, event in path_of(partial))
+    return (index, path, start_time, start_seq)
+
+
+def _nested(state: Any, single_key: bool) -> Any:
+    """A pattern state in the nested layout of earlier versions (what their checkpoints hold): the matcher's state
+    in a tuple, partial matches as (state index, ((stage, event), ...), start time, start seq), the key values in a
+    tuple, the last event's time and id in a tuple."""
+    timer, index, completed, seq, finishing, packed, last_time, last_id, *partials = state
+    nfa = None
+    if seq is not None:
+        waiting = [(_nested_partial(match), at) for match, at in completed]
+        nfa = ([_nested_partial(p) for p in partials], waiting, seq)
+    return (timer, index, nfa, finishing, (packed,) if single_key else packed, (last_time, last_id))
+
+
+def test_state_written_in_the_nested_layout_of_earlier_versions_is_read() -> None:
+    # Checkpoints written before states were flat hold (timer, index, (partials, completed, seq), finishing,
+    # key values, (last time, last id)): a run restored from them must go on as if nothing had changed.
+    by_card = processor({**A_THEN_B, "within": "1h"}, output={"event_type": "AB", "timeout_event_type": "NO_B"})
+    stages = [{"name": "a", "where": "amount > 1"}, {"name": "b", "where": "amount > 2", "contiguity": "followed_by"}]
+    by_card_and_kind = processor({"stages": stages, "within": "1h"}, id="two", key=["card", "kind"])
+    lines = [
+        pay(T0 + offset * MINUTE, f"e{number}", kind, amount, card)
+        for number, (offset, kind, amount, card) in enumerate([
+            (0, "a", 1, "c1"), (1, "a", 2, "c2"), (2, "b", 3, "c1"), (3, "a", 5, "c1"), (4, "a", 2, "c2"),
+            (30, "b", 9, "c2"), (31, "a", 3, "c1"), (50, "b", 4, "c1"), (95, "a", 7, "c3"),
+        ])
+    ]  # fmt: skip
+    program = Program(ruleset(by_card, by_card_and_kind))
+    whole = LocalRunner(program, DELAY, buckets=2).run([lines[:4], lines[4:]])
+    first = LocalRunner(program, DELAY, buckets=2)
+    before = first.run([lines[:4]], finish=False)
+    indexes, pages = first.snapshot()
+    nested: set[int] = set()
+    for stored in pages.values():
+        for page, blob in stored.items():
+            keys = pickle.loads(blob)
+            for key_state in keys.values():
+                for rule, state in key_state[1].items():
+                    key_state[1][rule] = _nested(state, single_key=rule == 0)
+                    nested.add(rule)
+            stored[page] = pickle.dumps(keys)
+    assert nested == {0, 1}
+    restarted = LocalRunner(program, DELAY, buckets=2)
+    restarted.restore((indexes, pages))
+    restarted.watermark = first.watermark
+    after = restarted.run([lines[4:]])
+    assert sorted(map(repr, before.outputs + after.outputs)) == sorted(map(repr, whole.outputs))
+    assert {r["event_type"] for r in whole.outputs} >= {"AB", "NO_B"}
 
 
 # -- validation

@@ -1,10 +1,14 @@
 """Running an automaton over one key's events in event-time order.
 
 State per key is plain data (it pickles into the engine's bucket blob):
-``(partials, completed, next_seq)`` where a partial match is ``(state index, path, start time, start seq)``,
-``path`` is the tuple of ``(stage name, event)`` matched so far and an event is
-``(seq, time, id, fields, origin)``. ``seq`` numbers events in matching order, so comparing seqs compares
-(time, id). The start partial match (no events yet) has start ``(_NEVER, _NEVER)`` and is always present.
+``(partials, completed, next_seq)`` where a partial match is ``(state index, start time, start seq, stage name,
+*event, stage name, *event, ...)`` with the events matched so far, each event ``(seq, time, id, fields, origin)``
+laid out in the tuple (:data:`_STRIDE` items per event with its stage). ``seq`` numbers events in matching order,
+so comparing seqs compares (time, id). The start partial match (no events yet) has start ``(_NEVER, _NEVER)`` and
+is always present. The events are flat in the partial match rather than a tuple of ``(stage, event)`` pairs (the
+:data:`Path` that conditions and results read, see :func:`path_of`) because a key's state is pickled and walked
+by the cyclic collector every micro-batch: a partial match of one event is one container instead of four.
+(Versions before this one kept the pairs; their saved states are converted by sparkcep.core.pattern.)
 
 Per event at time ``t`` (Flink CEP's order): first :meth:`Matcher.advance` to ``t`` (partial matches whose
 first event is ``within`` or more before ``t`` time out, and those waiting in a stage with a ``within`` of its
@@ -18,13 +22,16 @@ Speed: most conditions start with a test of the event type, so for one event typ
 not before anything is evaluated. The matcher keeps, per event type seen, a :class:`_Plan`: the automaton with
 those edges decided (see :class:`sparkcep.cep.compiler.Shape`), and per state what an event of that type does when
 no condition is left to evaluate. A partial match that can only ignore the event stays as it is, without a
-scope, a test or a new tuple. Conditions that do not read the partial match are evaluated at most once per event.
+scope, a test or a new tuple. Conditions that do not read the partial match are evaluated at most once per event,
+on the event's fields (compiled to read the mapping, :attr:`sparkcep.cep.compiler.Shape.record`), and a
+:class:`Scope` of the partial match is built only where a test may read it (:attr:`_Plan.scoped`).
 Tests run in the order they always did, and a test is only skipped when its value cannot depend on anything but
 the event type, so results and errors are those of evaluating every edge.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -32,9 +39,16 @@ from sparkcep.cep.compiler import FINAL, IGNORE, NORMAL, PENDING, PROCEED, STOP,
 from sparkcep.cep.conditions import Event, Path, Scope
 
 _NEVER = 1 << 62
-Partial = tuple[int, Path, int, int]
+# A partial match: (state index, start time, start seq, stage, event, stage, event, ...), the matched events
+# with their stages flat in the tuple (see the module docstring; :func:`path_of` gives them as a Path).
+Partial = tuple[Any, ...]
+_STRIDE: Final = 6  # an event's items in a partial match: its stage, seq, time, id, fields and origin
 Found = tuple[Partial, int]  # a match and the time it was found
-NfaState = tuple[list[Partial], list[Found], int]
+# Completed matches waiting for earlier partial matches (a skip strategy): a tuple, () when there are none (no
+# container of its own to pickle and collect); states saved by earlier versions hold a list.
+# Partial matches: a list, or a tuple when read from a caller's state (the matcher builds new lists, never
+# changing the one it is given).
+NfaState = tuple[Sequence[Partial], Sequence[Found], int]
 
 # Edge actions inside plans, as small ints (compared once per edge tested, where comparing strings costs more).
 _PROCEED: Final = 0
@@ -51,7 +65,7 @@ _UNSET: Final = object()
 # for the events the plan is for; action; target; source stage). See Shape.literals.
 PlanEdge = tuple[tuple[Literal, ...], int, int, str]
 Taken = tuple[tuple[str, int, int], ...]  # (source stage, _TAKE or _IGNORE, target) in traversal order
-Memo = dict[Test, bool]
+Memo = dict[Callable[[Any], bool], bool]
 
 
 class _Plan:
@@ -62,10 +76,13 @@ class _Plan:
     left to test on the way (None: tests decide). ``keeps``: the event is only ignored there, so a partial match
     waiting there stays as it is; ``quiet``: nothing at all happens there; ``takes``: whether such an event is
     taken from there (None: tests decide). ``finals`` per state:
-    :meth:`Matcher._final_after` when nothing is left to test (:data:`_DYNAMIC`: tests decide).
+    :meth:`Matcher._final_after` when nothing is left to test (:data:`_DYNAMIC`: tests decide). ``scoped`` per
+    state: whether matching such an event from there may evaluate a test that reads the partial match (only
+    then is a :class:`Scope` built; the other tests read the event's fields). ``gate``: when whether such an
+    event begins a match is one test of its fields, that test and whether it is negated (None: otherwise).
     """
 
-    __slots__ = ("edges", "finals", "keeps", "quiet", "taken", "takes")
+    __slots__ = ("edges", "finals", "gate", "keeps", "quiet", "scoped", "taken", "takes")
 
     def __init__(self, automaton: Automaton, event_type: str | None) -> None:
         edges: list[tuple[PlanEdge, ...]] = []
@@ -89,6 +106,39 @@ class _Plan:
         self.takes = tuple(None if taken is None else any(t[1] == _TAKE for t in taken) for taken in self.taken)
         kinds = [state.kind for state in automaton.states]
         self.finals = tuple(self._static_final(index, kinds) for index in range(len(edges)))
+        self.scoped = tuple(self._reads_match(index) for index in range(len(edges)))
+        self.gate: tuple[Callable[[Any], bool], bool] | None = None
+        first = automaton.states[automaton.start]
+        if self.takes[automaton.start] is None and not any(edge.action == PROCEED for edge in first.edges):
+            takes = [checks for checks, action, *_ in self.edges[automaton.start] if action == _TAKE]
+            if len(takes) == 1 and len(takes[0]) == 1 and takes[0][0][2]:  # one test, of the event alone
+                test, negated, _pure = takes[0][0]
+                self.gate = (test, negated)
+
+    def _proceeds(self, index: int) -> set[int]:
+        """``index`` and every state reachable from it by PROCEED edges (whatever their tests)."""
+        seen = {index}
+        pending = [index]
+        while pending:
+            for _checks, action, target, _stage in self.edges[pending.pop()]:
+                if action == _PROCEED and target not in seen:
+                    seen.add(target)
+                    pending.append(target)
+        return seen
+
+    def _reads_match(self, index: int) -> bool:
+        """Whether :meth:`Matcher._step` from ``index`` may test something that reads the partial match: in
+        :meth:`Matcher._walk` (the PROCEED closure of ``index``) or :meth:`Matcher._final_after` (the PROCEED
+        closure of what a TAKE edge reaches). A superset of what is tested, which is enough."""
+        walked = self._proceeds(index)
+        after: set[int] = set()
+        for current in walked:
+            for _checks, action, target, _stage in self.edges[current]:
+                if action == _TAKE:
+                    after |= self._proceeds(target)
+        tested = [checks for state in walked for checks, *_ in self.edges[state]]
+        tested += [checks for state in after for checks, action, *_ in self.edges[state] if action == _PROCEED]
+        return any(not pure for checks in tested for _test, _negated, pure in checks)
 
     def _static_taken(self, index: int) -> Taken | None:
         """:meth:`Matcher._walk` from ``index`` when it tests nothing (None: it would)."""
@@ -128,14 +178,19 @@ def _tested(test: Test, scope: Scope, memo: Memo) -> bool:
     return bool(holds)
 
 
-def _holds(checks: tuple[Literal, ...], scope: Scope, memo: Memo, own: Memo) -> bool:
-    """Whether every test holds, in order until one fails. A test's result is kept for the event in ``memo`` when it
-    reads only the event, else for the partial match in ``own`` (a condition and its negation test it once)."""
+def _holds(checks: tuple[Literal, ...], fields: dict[str, Any], scope: Scope | None, memo: Memo, own: Memo) -> bool:
+    """Whether every test holds, in order until one fails. A test that reads only the event takes its ``fields`` and
+    its result is kept for the event in ``memo``; any other takes ``scope`` (the event and the partial match) and
+    its result is kept for the partial match in ``own`` (a condition and its negation test it once)."""
     for test, negated, pure in checks:
-        known = memo if pure else own
-        holds = known.get(test, _UNSET)
-        if holds is _UNSET:
-            holds = known[test] = test(scope)
+        if pure:
+            holds = memo.get(test, _UNSET)
+            if holds is _UNSET:
+                holds = memo[test] = test(fields)
+        else:
+            holds = own.get(test, _UNSET)
+            if holds is _UNSET:
+                holds = own[test] = test(scope)
         if (not holds) is not negated:  # it fails: false, or true and negated
             return False
     return True
@@ -162,8 +217,20 @@ class Result:
         return grouped
 
 
+def path_of(partial: Partial) -> Path:
+    """The events of a partial match with their stages, in order."""
+    if len(partial) == 3 + _STRIDE:  # the usual length: one event
+        return ((partial[3], partial[4:]),)
+    return tuple([(partial[at], partial[at + 1 : at + _STRIDE]) for at in range(3, len(partial), _STRIDE)])
+
+
+def _seqs(partial: Partial) -> tuple[int, ...]:
+    """The seqs of a partial match's events, in order."""
+    return partial[4::_STRIDE]
+
+
 def _order(partial: Partial) -> tuple[int, int, tuple[int, ...]]:
-    return partial[2], partial[3], tuple(event[0] for _, event in partial[1])
+    return partial[1], partial[2], _seqs(partial)
 
 
 class Matcher:
@@ -181,13 +248,16 @@ class Matcher:
             windows.get(state.stage) if state.kind in (NORMAL, PENDING) else None for state in automaton.states
         )
         self._stage_windows = any(window is not None for window in self._windows)
-        self.start: Partial = (automaton.start, (), _NEVER, _NEVER)
+        self.start: Partial = (automaton.start, _NEVER, _NEVER)
         first = automaton.states[automaton.start]
         self._start_takes = [edge.condition for edge in first.edges if edge.action == TAKE]
         self._start_proceeds = any(edge.action == PROCEED for edge in first.edges)
         self._type_field = automaton.type_field
         # By state index: matching reads these for every event and partial match.
         self._kinds = tuple(state.kind for state in automaton.states)
+        # Whether timed-out partial matches become results (a caller that reports none sets it False: most pattern
+        # processors have no timeout output, and most partial matches time out).
+        self.reports_timeouts = True
         self._generic = _Plan(automaton, None)  # for events whose type is not a text (or with no type field)
         self._plans: dict[str, _Plan] = {}  # by event type, made when the first event of that type comes
 
@@ -204,26 +274,26 @@ class Matcher:
         return frozenset(types)
 
     def initial(self) -> NfaState:
-        return ([self.start], [], 0)
+        return ([self.start], (), 0)
 
     @staticmethod
     def is_idle(state: NfaState) -> bool:
         """Nothing but the start of a match is left: nothing to keep for this key."""
-        return not state[1] and all(partial[3] == _NEVER for partial in state[0])
+        return not state[1] and all(partial[2] == _NEVER for partial in state[0])
 
     @staticmethod
     def without_start(state: NfaState) -> NfaState:
         """The same partial matches, but no new match can start (a replaced version finishing its matches)."""
-        return [p for p in state[0] if p[3] != _NEVER], state[1], state[2]
+        return [p for p in state[0] if p[2] != _NEVER], state[1], state[2]
 
     def _deadline(self, partial: Partial) -> tuple[int, int] | None:
         """When a partial match runs out of time, and the window that runs out (None: never)."""
         due: tuple[int, int] | None = None
         if self.within is not None:
-            due = (partial[2] + self.within, self.within)
+            due = (partial[1] + self.within, self.within)
         window = self._windows[partial[0]]
-        if window is not None and partial[1]:
-            own = (partial[1][-1][1][1] + window, window)
+        if window is not None and len(partial) > 3:  # from its last event
+            own = (partial[-_STRIDE + 2] + window, window)
             if due is None or own[0] < due[0]:
                 due = own
         return due
@@ -231,20 +301,18 @@ class Matcher:
     def idle_and_timeout(self, state: NfaState) -> tuple[bool, int | None]:
         """:meth:`is_idle` and :meth:`next_timeout` in one pass over the partial matches."""
         if self._stage_windows:
-            started = [p for p in state[0] if p[3] != _NEVER]
+            started = [p for p in state[0] if p[2] != _NEVER]
             dues = [due[0] for due in map(self._deadline, started) if due is not None]
             return not started and not state[1], min(dues, default=None)
-        earliest: int | None = None
-        for partial in state[0]:
-            start = partial[2]
-            if start != _NEVER and (earliest is None or start < earliest):
-                earliest = start  # only the start partial match has no start time (and no start seq)
-        idle = earliest is None and not state[1]
+        # Partial matches are in start order, the start partial match (no start time) last: the first one started
+        # earliest (see process; tests/test_pattern_plans.py checks the order).
+        partials = state[0]
+        earliest: int = partials[0][1] if partials else _NEVER
+        if earliest == _NEVER:
+            return not state[1], None
         # A completed match waiting for an earlier partial match needs no wake-up of its own: it is released
         # when that partial match completes or times out.
-        if earliest is None or self.within is None:
-            return idle, None
-        return idle, earliest + self.within
+        return False, None if self.within is None else earliest + self.within
 
     def next_timeout(self, state: NfaState) -> int | None:
         """Earliest time at which a partial match runs out of ``within`` (None: never)."""
@@ -260,24 +328,25 @@ class Matcher:
             return state
         limit = time - self.within
         for partial in partials:  # a loop, not any() over a generator: most calls time out nothing
-            if partial[2] <= limit:
+            if partial[1] <= limit:
                 break
         else:
             return state
         kept: list[Partial] = []
         matches: list[Found] = []
         for partial in partials:
-            if partial[2] != _NEVER and partial[2] <= limit:
+            if partial[1] != _NEVER and partial[1] <= limit:
                 if self._kinds[partial[0]] == PENDING:
                     # not_followed_by at the end: nothing came within the window
-                    matches.append((partial, partial[2] + self.within))
-                else:
-                    out.append(Result(True, partial[2] + self.within, partial[1], within=self.within))
+                    matches.append((partial, partial[1] + self.within))
+                elif self.reports_timeouts:
+                    out.append(Result(True, partial[1] + self.within, path_of(partial), within=self.within))
             else:
                 kept.append(partial)
         if matches or completed:
-            completed = list(completed)
-            self._emit(kept, completed, matches, out)
+            waiting = list(completed)
+            self._emit(kept, waiting, matches, out)
+            completed = tuple(waiting)
         return kept, completed, seq
 
     def _advance_windows(self, state: NfaState, time: int, out: list[Result]) -> NfaState:
@@ -286,18 +355,19 @@ class Matcher:
         kept: list[Partial] = []
         matches: list[Found] = []
         for partial in partials:
-            due = self._deadline(partial) if partial[3] != _NEVER else None
+            due = self._deadline(partial) if partial[2] != _NEVER else None
             if due is None or due[0] > time:
                 kept.append(partial)
             elif self.states[partial[0]].kind == PENDING:
                 matches.append((partial, due[0]))  # not_followed_by at the end: nothing came in time
-            else:
-                out.append(Result(True, due[0], partial[1], within=due[1]))
+            elif self.reports_timeouts:
+                out.append(Result(True, due[0], path_of(partial), within=due[1]))
         if len(kept) == len(partials) and not completed:
             return state
         if matches or completed:
-            completed = list(completed)
-            self._emit(kept, completed, matches, out)
+            waiting = list(completed)
+            self._emit(kept, waiting, matches, out)
+            completed = tuple(waiting)
         return kept, completed, seq
 
     def advance_through(self, state: NfaState, time: int, out: list[Result]) -> NfaState:
@@ -342,18 +412,14 @@ class Matcher:
 
     def _could_start(self, plan: _Plan, fields: dict[str, Any], memo: Memo) -> bool:
         """:meth:`could_start`, keeping in ``memo`` the result of every test it evaluates (all in one scope)."""
-        takes = plan.takes[self.automaton.start]
+        start = self.automaton.start
+        takes = plan.takes[start]
         if takes is not None:  # known for this event type without a test
             return takes
-        event_type = fields.get(self._type_field) if self._type_field is not None else None
-        scope: Scope | None = None
-        for condition in self._start_takes:
-            types = condition.types
-            if types is not None and event_type not in types:
-                continue  # cheap: most events are of a type the first stage does not take
-            if scope is None:
-                scope = Scope(fields, ())
-            if _tested(condition.test, scope, memo):
+        # The start partial match has no events: every test's result holds for it, so ``memo`` keeps them all.
+        scope = Scope(fields, ()) if plan.scoped[start] else None
+        for checks, action, _target, _stage in plan.edges[start]:
+            if action == _TAKE and (not checks or _holds(checks, fields, scope, memo, memo)):
                 return True
         if not self._start_proceeds:
             return False
@@ -375,13 +441,27 @@ class Matcher:
     ) -> NfaState | None:
         """:meth:`process` from :meth:`initial` for a key with no state, or None when the event would begin no match
         (:meth:`could_start` is false: nothing else can happen then)."""
-        plan = self._plan(fields)
+        try:  # _plan, inlined: this runs for most events
+            plan = self._plans.get(fields.get(self._type_field))  # type: ignore[arg-type]
+        except TypeError:
+            plan = None
+        if plan is None:
+            plan = self._new_plan(fields)
         # Only the start partial match is tested, in one scope (no events matched), so every test's result holds
         # for the whole call: could_start's tests are not evaluated again by process.
         memo: Memo = {}
-        if not self._could_start(plan, fields, memo):
+        takes = plan.takes[self.automaton.start]  # known for the event type without a test (None: tests decide)
+        if takes is not None:
+            if not takes:
+                return None
+        elif plan.gate is not None:  # _could_start when it is one test: most events of the type begin nothing
+            test, negated = plan.gate
+            holds = memo[test] = test(fields)
+            if (not holds) is not negated:
+                return None
+        elif not self._could_start(plan, fields, memo):
             return None
-        return self.process(self.initial(), time, event_id, fields, out, origin, plan, memo, memo)
+        return self.process(([self.start], (), 0), time, event_id, fields, out, origin, plan, memo, memo)
 
     def process(
         self,
@@ -414,7 +494,7 @@ class Matcher:
         matches: list[Found] = []
         for partial in partials:
             index = partial[0]
-            if partial[3] == _NEVER:  # the start partial match
+            if partial[2] == _NEVER:  # the start partial match
                 if quiet[index]:
                     kept.append(self.start)  # the event begins nothing
                     continue
@@ -429,8 +509,9 @@ class Matcher:
         if self.cap is not None and len(kept) > self.cap:
             kept = self._cap(kept, time, out)
         if matches or completed:
-            completed = list(completed)
-            self._emit(kept, completed, matches, out)
+            waiting = list(completed)
+            self._emit(kept, waiting, matches, out)
+            completed = tuple(waiting)
         return kept, completed, seq + 1
 
     def _step(  # noqa: PLR0912  # one flat loop: this runs for every partial match that takes an event
@@ -445,15 +526,18 @@ class Matcher:
     ) -> None:
         """What one partial match reaches with ``event``: matches into ``matches``, the rest into ``kept`` (none
         when it reaches a STOP state)."""
-        index, path, start_time, start_seq = partial
-        is_start = start_seq == _NEVER
+        index = partial[0]
+        is_start = partial[2] == _NEVER
+        fields = event[3]
+        # The partial match in a scope, and the results of the tests that read it, only when such a test may run.
         scope: Scope | None = None
-        own = shared  # results of the tests that read this partial match (made when a test needs it)
+        own = memo  # never read when no test reads the partial match
+        if plan.scoped[index]:
+            scope = Scope(fields, () if is_start else path_of(partial))
+            own = {} if shared is None else shared
         taken = plan.taken[index]
         if taken is None:
-            scope = Scope(event[3], path)
-            own = {} if own is None else own
-            taken = self._walk(plan.edges, index, scope, memo, own)
+            taken = self._walk(plan.edges, index, fields, scope, memo, own)
         kinds, finals, time = self._kinds, plan.finals, event[1]
         stopped = False
         retained: list[Partial] = []
@@ -461,11 +545,11 @@ class Matcher:
             if action == _IGNORE:
                 if is_start:
                     continue
-                reached = (target, path, start_time, start_seq)
-                grown = None
+                reached = (target, *partial[1:])  # the same start and events, in another state
+            elif is_start:
+                reached = (target, time, event[0], stage, *event)
             else:
-                grown = (*path, (stage, event))
-                reached = (target, grown, time, event[0]) if is_start else (target, grown, start_time, start_seq)
+                reached = (target, *partial[1:], stage, *event)
             kind = kinds[target]
             if kind == FINAL:
                 matches.append((reached, time))
@@ -473,15 +557,13 @@ class Matcher:
                 stopped = True
             else:
                 retained.append(reached)
-            if grown is None:
+            if action == _IGNORE:
                 continue
             final = finals[target]
             if final == _DYNAMIC:
-                scope = scope or Scope(event[3], path)
-                own = {} if own is None else own
-                final = self._final_after(plan.edges, target, scope, memo, own)
+                final = self._final_after(plan.edges, target, fields, scope, memo, own)
             if final is not None:
-                matches.append(((final, grown, reached[2], reached[3]), time))
+                matches.append(((final, *reached[1:]), time))
         if is_start:
             retained.append(self.start)
         if not stopped:
@@ -490,28 +572,35 @@ class Matcher:
     def _cap(self, kept: list[Partial], time: int, out: list[Result]) -> list[Partial]:
         """Drop the oldest partial matches beyond the cap (``kept`` is in start order), reporting each."""
         assert self.cap is not None
-        excess = sum(1 for p in kept if p[3] != _NEVER) - self.cap
+        excess = sum(1 for p in kept if p[2] != _NEVER) - self.cap
         if excess <= 0:
             return kept
         # By position: a partial match that ignored the event is the same object as before, maybe twice.
         remaining: list[Partial] = []
         for partial in kept:
-            if excess > 0 and partial[3] != _NEVER:
+            if excess > 0 and partial[2] != _NEVER:
                 excess -= 1
-                out.append(Result(False, time, partial[1], dropped=True))
+                out.append(Result(False, time, path_of(partial), dropped=True))
             else:
                 remaining.append(partial)
         return remaining
 
     @staticmethod
-    def _walk(edges: tuple[tuple[PlanEdge, ...], ...], index: int, scope: Scope, memo: Memo, own: Memo) -> Taken:
+    def _walk(
+        edges: tuple[tuple[PlanEdge, ...], ...],
+        index: int,
+        fields: dict[str, Any],
+        scope: Scope | None,
+        memo: Memo,
+        own: Memo,
+    ) -> Taken:
         """What the event takes or ignores from state ``index``, following the PROCEED edges that hold."""
         taken: list[tuple[str, int, int]] = []
         pending = [index]
         while pending:
             current = pending.pop()
             for checks, action, target, stage in edges[current]:
-                if checks and not _holds(checks, scope, memo, own):
+                if checks and not _holds(checks, fields, scope, memo, own):
                     continue
                 if action == _PROCEED:
                     pending.append(target)
@@ -520,7 +609,13 @@ class Matcher:
         return tuple(taken)
 
     def _final_after(
-        self, edges: tuple[tuple[PlanEdge, ...], ...], index: int, scope: Scope, memo: Memo, own: Memo
+        self,
+        edges: tuple[tuple[PlanEdge, ...], ...],
+        index: int,
+        fields: dict[str, Any],
+        scope: Scope | None,
+        memo: Memo,
+        own: Memo,
     ) -> int | None:
         """A FINAL state reachable by PROCEED alone (the rest of the pattern may match nothing)."""
         kinds = self._kinds
@@ -528,7 +623,7 @@ class Matcher:
         while pending:
             current = pending.pop()
             for checks, action, target, _stage in edges[current]:
-                if action != _PROCEED or (checks and not _holds(checks, scope, memo, own)):
+                if action != _PROCEED or (checks and not _holds(checks, fields, scope, memo, own)):
                     continue
                 if kinds[target] == FINAL:
                     return target
@@ -540,16 +635,16 @@ class Matcher:
     def _emit(self, partials: list[Partial], completed: list[Found], matches: list[Found], out: list[Result]) -> None:
         matches.sort(key=lambda found: _order(found[0]))
         if self.skip.strategy == "NO_SKIP":
-            out.extend(Result(False, at, match[1]) for match, at in matches)
+            out.extend(Result(False, at, path_of(match)) for match, at in matches)
             return
         # With a skip strategy, a match waits until no partial match that started earlier is alive (a
         # longer match from an earlier start comes first), then prunes what its strategy skips.
         completed.extend(matches)
         completed.sort(key=lambda found: _order(found[0]))
         while completed:
-            earliest = min((p for p in partials if p[3] != _NEVER), key=_order, default=None)
+            earliest = min((p for p in partials if p[2] != _NEVER), key=_order, default=None)
             match, at = completed[0]
-            if earliest is not None and (match[2], match[3]) > (earliest[2], earliest[3]):
+            if earliest is not None and (match[1], match[2]) > (earliest[1], earliest[2]):
                 break
             completed.pop(0)
             bound = self._pruning_seq(match)
@@ -557,23 +652,23 @@ class Matcher:
                 inclusive = self.skip.strategy in ("SKIP_TO_NEXT", "SKIP_PAST_LAST_EVENT")
                 partials[:] = [p for p in partials if not _pruned(p, bound, inclusive)]
                 completed[:] = [f for f in completed if not _pruned(f[0], bound, inclusive)]
-            out.append(Result(False, at, match[1]))
+            out.append(Result(False, at, path_of(match)))
 
     def _pruning_seq(self, match: Partial) -> int | None:
-        seqs = [event[0] for _, event in match[1]]
+        seqs = _seqs(match)
         strategy = self.skip.strategy
         if strategy == "SKIP_TO_NEXT":
             return min(seqs)
         if strategy == "SKIP_PAST_LAST_EVENT":
             return max(seqs)
-        in_stage = [event[0] for stage, event in match[1] if stage == self.skip.stage]
+        in_stage = [event[0] for stage, event in path_of(match) if stage == self.skip.stage]
         if not in_stage:
             return None
         return min(in_stage) if strategy == "SKIP_TO_FIRST" else max(in_stage)
 
 
 def _pruned(partial: Partial, bound: int, inclusive: bool) -> bool:
-    start = partial[3]
+    start: int = partial[2]
     if start == _NEVER:
         return False
     return start <= bound if inclusive else start < bound

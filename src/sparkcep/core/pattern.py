@@ -1,6 +1,12 @@
 """Pattern processors in the engine: all versions of one processor id, one automaton per version.
 
-State per key: ``(timer, version index, nfa state, finishing, key values, last event)``. ``finishing`` holds earlier
+State per key: ``(timer, version index, completed matches, next seq, finishing, key, last time, last id, partial
+match, partial match, ...)``: the matcher's state (:data:`sparkcep.cep.nfa.NfaState`; next seq None when there is
+none) laid out flat in one tuple, and the key's values (the value itself for one key field, else their tuple).
+A key's state is pickled into its bucket's pages and walked by the cyclic collector every batch, so every
+container in it costs on each batch: the flat layout holds 5 fewer than the nested one of earlier versions
+``(timer, version index, ([partials], completed, seq), finishing, (key values,), (last time, last id))``, which is
+still read (:meth:`PatternLogic.upgraded`). ``finishing`` holds earlier
 versions' partial matches that run to completion under ``on_new_version: finish`` (they start nothing new).
 The timer is the earliest of: a partial match running out of ``within``, and the next version's
 ``effective_from`` (so a replaced or deleted version's partial matches go at that event time, even for a key
@@ -21,6 +27,7 @@ import orjson
 
 from sparkcep.cep import Matcher, Result, compile_matcher
 from sparkcep.cep.conditions import Scope
+from sparkcep.cep.nfa import NfaState
 from sparkcep.core.logic import SKIP, Record, RuleLogic, State
 from sparkcep.core.ties import order_ties
 from sparkcep.expr import Expression, compile_expression
@@ -32,7 +39,8 @@ from sparkcep.timeutil import format_duration, format_iso
 _NO_EVENTS: tuple[()] = ()
 # State slots (the layout is in the module docstring); a plain tuple, as state is pickled. ``last`` is the
 # (time, event id) of the key's last event.
-_TIMER, _VERSION_INDEX, _NFA, _FINISHING, _KEY_VALUES, _LAST = range(6)
+_TIMER, _VERSION_INDEX, _COMPLETED, _SEQ, _FINISHING, _KEY, _LAST_TIME, _LAST_ID, _PARTIALS = range(9)
+_NESTED_SLOTS = 6  # the layout before this one (the flat one has at least 8)
 
 
 class PatternLogic(RuleLogic):
@@ -57,6 +65,9 @@ class PatternLogic(RuleLogic):
         self._matchers: list[Matcher | None] = [
             compile_matcher(v.pattern, type_field) if v.state == "ACTIVE" and v.key == key else None for v in ordered
         ]
+        for version, matcher in zip(ordered, self._matchers, strict=True):
+            if matcher is not None and version.output.timeout_event_type is None:
+                matcher.reports_timeouts = False  # _report drops timeouts without an output event type
         starts = [m.start_types for m in self._matchers if m is not None]
         if starts and all(types is not None for types in starts):
             self.start_types = frozenset().union(*(types for types in starts if types is not None))
@@ -100,34 +111,36 @@ class PatternLogic(RuleLogic):
         fields = value
         if state is None:
             return self._begin(time, event_id, event_type, fields, key, out, origin)
-        found: list[Result] = []
-        last_time, last_id = state[_LAST]
-        if last_time == time and last_id == event_id:
+        if len(state) == _NESTED_SLOTS:
+            state = self.upgraded(state)
+        if state[_LAST_TIME] == time and state[_LAST_ID] == event_id:
             return state  # a redelivered copy (same id and time: next in matching order) is matched once
-        key_values = state[_KEY_VALUES]
-        timer, index, nfa, finishing = state[_TIMER], state[_VERSION_INDEX], state[_NFA], state[_FINISHING]
+        packed = state[_KEY]
+        timer, index, seq, finishing = state[_TIMER], state[_VERSION_INDEX], state[_SEQ], state[_FINISHING]
+        nfa: NfaState | None = None if seq is None else (state[_PARTIALS:], state[_COMPLETED], seq)
         switch = self._switches[index + 1]
         if (timer is not None and timer <= time) or (switch is not None and switch <= time):
             # Something times out or a version switches first (_catch_up's own test, here to save a call per event).
-            index, nfa, finishing = self._catch_up(state, time, key, key_values, out)
+            index, nfa, finishing = self._catch_up(timer, index, nfa, finishing, time, key, packed, out)
         matcher = self._matchers[index]
         scope = self._scopes[index]
         if matcher is None or (scope is not None and event_type not in scope):
             # Decoded under an earlier rule log (buffered across a rule change): the version in effect now
             # does not take it.
-            return self._pack(time, index, nfa, finishing, key_values, (time, event_id))
+            return self._pack(time, index, nfa, finishing, packed, time, event_id)
         if nfa is None:
             nfa = matcher.initial()
+        found: list[Result] = []
         nfa = matcher.process(nfa, time, event_id, fields, found, origin)
         if found:
-            self._report(index, found, key, key_values, out)
+            self._report(index, found, key, packed, out)
         if finishing:
             finishing = tuple(
                 self._step_finishing(
-                    finishing, lambda m, s, f: m.process(s, time, event_id, fields, f, origin), key, key_values, out
+                    finishing, lambda m, s, f: m.process(s, time, event_id, fields, f, origin), key, packed, out
                 )
             )
-        return self._pack(time, index, nfa, finishing, key_values, (time, event_id))
+        return self._pack(time, index, nfa, finishing, packed, time, event_id)
 
     def _begin(
         self,
@@ -151,37 +164,72 @@ class PatternLogic(RuleLogic):
             # does not take it.
             if not matcher.could_start(fields):
                 return None
-            return self._pack(time, index, None, (), self._key_values(fields), (time, event_id))
+            return self._pack(time, index, None, (), self._packed_key(fields), time, event_id)
         found: list[Result] = []
         nfa = matcher.begin(time, event_id, fields, found, origin)
         if nfa is None:
             return None
-        key_values = self._key_values(fields)
-        self._report(index, found, key, key_values, out)
-        return self._pack(time, index, nfa, (), key_values, (time, event_id))
+        packed = self._packed_key(fields)
+        if found:
+            self._report(index, found, key, packed, out)
+        return self._pack(time, index, nfa, (), packed, time, event_id)
 
-    def _key_values(self, fields: dict[str, Any]) -> tuple[Any, ...]:
+    def _packed_key(self, fields: dict[str, Any]) -> Any:
+        """The key's values as the state keeps them: the value itself for one key field (no tuple), else a tuple."""
         if self._key_field is not None:
-            return (fields.get(self._key_field),)  # one key field, the usual case: no generator
+            return fields.get(self._key_field)
         return tuple([fields.get(field) for field in self.key_fields])
 
+    def _key_values(self, packed: Any) -> tuple[Any, ...]:
+        return (packed,) if self._key_field is not None else tuple(packed)
+
+    def upgraded(self, state: State) -> State:
+        """A state written in the nested layout of earlier versions (see the module docstring), in the flat one."""
+        if len(state) != _NESTED_SLOTS:
+            raise ValueError(f"not a pattern state: {len(state)} slots")
+        timer, index, nfa, finishing, key_values, (last_time, last_id) = state
+        packed = key_values[0] if self._key_field is not None else tuple(key_values)
+        finishing = tuple((old, _flat_nfa(carried)) for old, carried in finishing)
+        if nfa is None:
+            return (timer, index, (), None, finishing, packed, last_time, last_id)
+        partials, completed, seq = _flat_nfa(nfa)
+        return (timer, index, completed, seq, finishing, packed, last_time, last_id, *partials)
+
     def on_timer(self, state: State, time: int, key: str, out: list[Record]) -> State | None:
-        key_values = state[_KEY_VALUES]
-        index, nfa, finishing = self._catch_up(state, time, key, key_values, out)
-        return self._pack(time, index, nfa, finishing, key_values, state[_LAST], from_timer=True)
+        if len(state) == _NESTED_SLOTS:
+            state = self.upgraded(state)
+        packed, seq = state[_KEY], state[_SEQ]
+        nfa: NfaState | None = None if seq is None else (state[_PARTIALS:], state[_COMPLETED], seq)
+        index, nfa, finishing = self._catch_up(
+            state[_TIMER], state[_VERSION_INDEX], nfa, state[_FINISHING], time, key, packed, out
+        )
+        return self._pack(time, index, nfa, finishing, packed, state[_LAST_TIME], state[_LAST_ID], from_timer=True)
 
     # -- internals
 
     def _catch_up(
-        self, state: State | None, time: int, key: str, key_values: tuple[Any, ...], out: list[Record]
-    ) -> tuple[int, Any, tuple[tuple[int, Any], ...]]:
+        self,
+        timer: int | None,
+        index: int,
+        nfa: NfaState | None,
+        finishing: tuple[tuple[int, Any], ...],
+        time: int,
+        key: str,
+        packed: Any,
+        out: list[Record],
+    ) -> tuple[int, NfaState | None, tuple[tuple[int, Any], ...]]:
         """Bring a key's state to ``time``: every version switch at its own event time, timeouts in between."""
-        if state is None:
-            return self.version_at(time), None, ()
-        timer, index, nfa, finishing, _, _ = state
         switch = self._switches[index + 1]
         if (timer is None or timer > time) and (switch is None or switch > time):
             return index, nfa, finishing  # no timeout and no version switch at or before ``time``
+        if self._single and not finishing:  # the common case: one version, nothing else to advance
+            matcher = self._matchers[0]
+            if matcher is not None and nfa is not None:
+                found: list[Result] = []
+                nfa = matcher.advance_through(nfa, time, found)
+                if found:
+                    self._report(index, found, key, packed, out)
+            return index, nfa, finishing
         now = self.version_at(time)  # only here: most events neither time anything out nor switch versions
         kept = list(finishing)
         # A version recorded after this state was written may have taken effect before ``time`` (a live run
@@ -191,34 +239,35 @@ class PatternLogic(RuleLogic):
             at = self._starts[later]
             if self.version_at(at) != later:
                 continue  # superseded by a version with the same effective time
-            nfa, kept = self._advance(index, nfa, kept, at, key, key_values, out)
+            nfa, kept = self._advance(index, nfa, kept, at, key, packed, out)
             nfa, kept = self._switch(index, later, nfa, kept)
             index = later
-        nfa, kept = self._advance(index, nfa, kept, time, key, key_values, out)
+        nfa, kept = self._advance(index, nfa, kept, time, key, packed, out)
         return index, nfa, tuple(kept)
 
     def _advance(
         self,
         index: int,
-        nfa: Any,
+        nfa: NfaState | None,
         finishing: list[tuple[int, Any]],
         time: int,
         key: str,
-        key_values: tuple[Any, ...],
+        packed: Any,
         out: list[Record],
-    ) -> tuple[Any, list[tuple[int, Any]]]:
+    ) -> tuple[NfaState | None, list[tuple[int, Any]]]:
         matcher = self._matchers[index]
         if matcher is not None and nfa is not None:
             found: list[Result] = []
             nfa = matcher.advance_through(nfa, time, found)
-            self._report(index, found, key, key_values, out)
+            if found:
+                self._report(index, found, key, packed, out)
         if not finishing:
             return nfa, []  # the common case: no earlier version still finishing its matches
         step: Callable[[Matcher, Any, list[Result]], Any] = lambda m, s, f: m.advance_through(s, time, f)  # noqa: E731
-        return nfa, self._step_finishing(tuple(finishing), step, key, key_values, out)
+        return nfa, self._step_finishing(tuple(finishing), step, key, packed, out)
 
     def _switch(
-        self, old: int, new: int, nfa: Any, finishing: list[tuple[int, Any]]
+        self, old: int, new: int, nfa: NfaState | None, finishing: list[tuple[int, Any]]
     ) -> tuple[None, list[tuple[int, Any]]]:
         """The version ``new`` takes effect: it starts with no partial matches of its own."""
         newer = self.versions[new]
@@ -236,7 +285,7 @@ class PatternLogic(RuleLogic):
         finishing: tuple[tuple[int, Any], ...],
         step: Callable[[Matcher, Any, list[Result]], Any],
         key: str,
-        key_values: tuple[Any, ...],
+        packed: Any,
         out: list[Record],
     ) -> list[tuple[int, Any]]:
         """Run ``step`` on every finishing version's partial matches; keep those with matches left."""
@@ -246,7 +295,7 @@ class PatternLogic(RuleLogic):
             assert matcher is not None
             found: list[Result] = []
             updated = step(matcher, partials, found)
-            self._report(old, found, key, key_values, out)
+            self._report(old, found, key, packed, out)
             if not matcher.is_idle(updated):
                 kept.append((old, updated))
         return kept
@@ -255,10 +304,11 @@ class PatternLogic(RuleLogic):
         self,
         time: int,
         index: int,
-        nfa: Any,
+        nfa: NfaState | None,
         finishing: tuple[tuple[int, Any], ...],
-        key_values: tuple[Any, ...],
-        last: tuple[int, str],
+        packed: Any,
+        last_time: int,
+        last_id: str,
         from_timer: bool = False,
     ) -> State | None:
         matcher = self._matchers[index]
@@ -273,10 +323,12 @@ class PatternLogic(RuleLogic):
         if nfa is None and not finishing:
             # Keep the last event until a timer at its own time (timers run after every event at that time),
             # so redelivered copies of it are still recognised, then forget the key.
-            last_time, _last_id = last
-            return (time, index, None, (), key_values, last) if last_time == time and not from_timer else None
+            if last_time == time and not from_timer:
+                return (time, index, (), None, (), packed, last_time, last_id)
+            return None
         if not finishing and index + 1 == len(self._starts):  # the common case: no other version to wait for
-            return (timeout, index, nfa, finishing, key_values, last)
+            assert nfa is not None
+            return (timeout, index, nfa[1], nfa[2], finishing, packed, last_time, last_id, *nfa[0])
         wakeups = [timeout]
         for old, partials in finishing:
             old_matcher = self._matchers[old]
@@ -285,14 +337,14 @@ class PatternLogic(RuleLogic):
         if index + 1 < len(self._starts) and self._starts[index + 1] > time:
             wakeups.append(self._starts[index + 1])
         due = [w for w in wakeups if w is not None]
-        return (min(due) if due else None, index, nfa, finishing, key_values, last)
+        partials, completed, seq = ((), (), None) if nfa is None else nfa
+        return (min(due) if due else None, index, completed, seq, finishing, packed, last_time, last_id, *partials)
 
-    def _report(
-        self, index: int, found: list[Result], key: str, key_values: tuple[Any, ...], out: list[Record]
-    ) -> None:
+    def _report(self, index: int, found: list[Result], key: str, packed: Any, out: list[Record]) -> None:
         if not found:
             return
         version = self.versions[index]
+        key_values = self._key_values(packed)
         for result in found:
             if result.timed_out:
                 if version.output.timeout_event_type is not None:
@@ -341,6 +393,21 @@ class PatternLogic(RuleLogic):
             scope = Scope(None, path)
             record["measures"] = {name: _plain(m.evaluate(scope)) for name, m in self._measures[index].items()}
         return record
+
+
+def _flat_nfa(nfa: Any) -> NfaState:
+    """A matcher state of the nested layout, whose partial matches were ``(state index, ((stage, event), ...), start
+    time, start seq)``, with the flat partial matches of sparkcep.cep.nfa (and every event with an origin slot)."""
+    partials, completed, seq = nfa
+
+    def flat(partial: tuple[int, Any, int, int]) -> tuple[Any, ...]:
+        index, path, start_time, start_seq = partial
+        items: list[Any] = [index, start_time, start_seq]
+        for stage, event in path:
+            items += (stage, *event) if len(event) > 4 else (stage, *event, None)  # (no origin before origins)
+        return tuple(items)
+
+    return [flat(p) for p in partials], tuple((flat(match), at) for match, at in completed), seq
 
 
 def _plain(value: object) -> object:

@@ -242,6 +242,15 @@ class Expression:
     def test_record(self, record: Mapping[str, object]) -> bool:
         return self._by_record(record) is True
 
+    def record_test(self) -> Callable[[Mapping[str, object]], bool]:
+        """:meth:`test_record` as a plain function: one call less for callers that test every event."""
+        by_record = self._by_record
+
+        def test(record: Mapping[str, object]) -> bool:
+            return by_record(record) is True
+
+        return test
+
     def __repr__(self) -> str:
         return f"Expression({self.text!r})"
 
