@@ -313,7 +313,7 @@ def test_status_of_a_stopped_kafka_job_is_end_offsets_minus_the_checkpoints_and_
     from test_live_lag import write_batch, write_status
 
     from sparkcep.cli.app import main
-    from sparkcep.source_records import source_record
+    from sparkcep.lag.sources import source_record
 
     topic, group = "stopped-job", "sparkcep-stopped-test"
     create_topic(kafka, topic, 2)

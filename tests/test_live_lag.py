@@ -12,18 +12,18 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from sparkcep.checkpoint_lag import FILES, RecordedSource, committed_batch, input_offset, planned_batch, recorded_source
 from sparkcep.cli.app import main
 from sparkcep.cli.progress import RunProgress
+from sparkcep.cli.status_report import job_report
 from sparkcep.io.file_plan import FileOffsets
 from sparkcep.io.files import FileSource
 from sparkcep.io.kafka.source import KafkaSource
 from sparkcep.io.lag import SourceLag
 from sparkcep.io.storage import location
-from sparkcep.job_report import job_report
-from sparkcep.live_lag import LagTimer, LiveLag, newer_lag, read_live_lag
+from sparkcep.lag.checkpoint import FILES, RecordedSource, committed_batch, input_offset, planned_batch, recorded_source
+from sparkcep.lag.live import LagTimer, LiveLag, newer_lag, read_live_lag
+from sparkcep.lag.sources import source_record
 from sparkcep.outputs import BatchMetrics
-from sparkcep.source_records import source_record
 from sparkcep.timeutil import format_iso
 
 from helpers import T0, order
@@ -251,7 +251,7 @@ def test_a_reader_waits_a_bounded_time_for_a_stopped_jobs_measure(
 ) -> None:
     """The console's first look at a large backlog counts every waiting line once: a page or a scrape shows the
     last figure known meanwhile, and the measure once it is done."""
-    from sparkcep import current_lag
+    from sparkcep.lag import current as current_lag
 
     ck = tmp_path / "ck"
     write_status(ck, "stopped", reason="stopped by SIGTERM")

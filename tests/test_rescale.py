@@ -19,11 +19,11 @@ import pytest
 from click.testing import CliRunner
 
 from sparkcep.cli import main
+from sparkcep.cli.status_report import job_report
 from sparkcep.diagnose import check_checkpoint_complete
 from sparkcep.errors import CheckpointIncomplete
 from sparkcep.io.files import FileSource
 from sparkcep.io.storage import location
-from sparkcep.job_report import job_report
 from sparkcep.rules.model import load_rules
 from sparkcep.run_summary import RunSummary
 from sparkcep.simulate import generate_orders

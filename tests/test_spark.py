@@ -218,7 +218,7 @@ def test_a_live_job_says_it_is_running_once_it_is_warm(spark: SparkSession, tmp_
 def test_a_live_jobs_lag_moves_while_no_batch_runs(spark: SparkSession, tmp_path: Path) -> None:
     """Issue 29: the driver measures the lag on a timer, not only after a batch. With an hour between triggers
     only the first (warm-up) batch runs; input that arrives after it shows up as lag all the same."""
-    from sparkcep.live_lag import LiveLag, read_live_lag
+    from sparkcep.lag.live import LiveLag, read_live_lag
 
     config = RunConfig(FileSource(tmp_path / "in"), tmp_path / "out", tmp_path / "ck", buckets=4,
                        trigger_interval="1 hour", lag_interval_s=0.2)  # fmt: skip

@@ -17,7 +17,7 @@ writes to a copy of the standard error the command started with, taken before th
   and ``lag`` (a timed measure of the driver whose figures differ from the last ones reported).
 
 The source's lag comes with every batch and, between batches, from the driver's timed measures
-(:mod:`sparkcep.live_lag`): the line's ``behind`` moves while a long batch runs or none runs at all.
+(:mod:`sparkcep.lag.live`): the line's ``behind`` moves while a long batch runs or none runs at all.
 
 Events/s is measured over busy time: the records of the batches with input in the last :data:`RATE_WINDOW_S`
 divided by those batches' own durations (running the plan plus the driver's writing), not by the wall time
@@ -39,7 +39,7 @@ from collections.abc import Mapping, Sequence
 from typing import IO, Any, Literal
 
 from sparkcep.io.lag import lag_totals
-from sparkcep.live_lag import LiveLag
+from sparkcep.lag.live import LiveLag
 from sparkcep.outputs import BatchMetrics
 from sparkcep.timeutil import format_iso
 

@@ -1,7 +1,7 @@
 """``sparkcep status --checkpoint DIR``: a job's state, why it stopped, and how much input it has left to read.
 
 Attach with ``main.add_command(status_command)``. Reads the checkpoint (and asks the source what it holds); starts
-no Spark and writes nothing (see :mod:`sparkcep.job_report`).
+no Spark and writes nothing (see :mod:`sparkcep.cli.status_report`).
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import click
 
-from sparkcep.checkpoint_lag import FILES, RecordedSource
+from sparkcep.cli.status_report import JobReport, job_report
 from sparkcep.errors import SparkcepError
 from sparkcep.io.storage import Location, location
-from sparkcep.job_report import JobReport, job_report
+from sparkcep.lag.checkpoint import FILES, RecordedSource
 
 
 @click.command("status")
@@ -57,7 +57,7 @@ def _where(
         if checkpoint_dir is not None or input_dir is not None:
             raise click.UsageError("--config names the checkpoint and the source: give it without --checkpoint/--input")
         from sparkcep.config import load_config
-        from sparkcep.source_records import source_record
+        from sparkcep.lag.sources import source_record
         from sparkcep.spark.jobs import pipeline_source
 
         config = load_config(config_path)

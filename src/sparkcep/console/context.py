@@ -7,9 +7,9 @@ from pathlib import Path
 
 from fastapi import Request
 
-from sparkcep.current_lag import CheckpointLag
 from sparkcep.errors import EventTimeError
 from sparkcep.io.storage import location
+from sparkcep.lag.current import CheckpointLag
 from sparkcep.metrics_files import MetricsReader
 from sparkcep.outputs import BatchMetrics, KeyFields
 from sparkcep.rules.model import InputSpec
@@ -71,7 +71,7 @@ class Console:
         return store
 
     def source_lag(self, batches: list[BatchMetrics]) -> list[dict[str, object]] | None:
-        """The job's lag now (measured here for a job that does not run, see sparkcep.current_lag); None without
+        """The job's lag now (measured here for a job that does not run, see sparkcep.lag.current); None without
         a checkpoint."""
         if self.lag is None:
             return None

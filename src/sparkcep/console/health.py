@@ -63,7 +63,7 @@ def compute_health(
 ) -> Health:
     """Health at wall time ``now_s``. The watermark and state size are the latest batch's; counts are totals.
     ``per_rule`` has an entry for each of ``rule_ids`` (the store's rules), zero or not, and for every rule counted.
-    ``source_lag``: the lag now (see sparkcep.current_lag); None: the latest batch's."""
+    ``source_lag``: the lag now (see sparkcep.lag.current); None: the latest batch's."""
     latest = batches[-1] if batches else None
     watermark = next((m.watermark for m in reversed(batches) if m.watermark is not None), None)
     per_rule: dict[str, RuleCounts] = {}

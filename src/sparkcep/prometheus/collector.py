@@ -31,8 +31,8 @@ from importlib import metadata
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
-from sparkcep.current_lag import CheckpointLag
 from sparkcep.io.storage import Location, location
+from sparkcep.lag.current import CheckpointLag
 from sparkcep.metrics_files import RUNNING_STATES, BatchFiles, JobStatus, metrics_dir_of, read_json, read_status
 from sparkcep.redaction import redact
 
@@ -167,7 +167,7 @@ class CheckpointCollector:
 
 
     def _current_lag(self, totals: Totals) -> list[PartLag] | None:
-        """The lag now (sparkcep.current_lag): a running job's newest figure, a stopped job's measured here. None
+        """The lag now (sparkcep.lag.current): a running job's newest figure, a stopped job's measured here. None
         when nothing says (no figure from any side): no lag samples then."""
         newest = totals.newest
         batch_lag = [dict(part) for part in (totals.source_lag[1] if totals.source_lag else ())

@@ -18,7 +18,7 @@ from sparkcep.io.sink import BatchWriter
 from sparkcep.io.source import Source
 from sparkcep.io.storage import location
 from sparkcep.jobstatus import StatusFile, first_line
-from sparkcep.live_lag import LiveLag
+from sparkcep.lag.live import LiveLag
 from sparkcep.outputs import BatchMetrics
 from sparkcep.rules.model import RuleSet
 from sparkcep.run_summary import RunSummary
@@ -155,7 +155,7 @@ def run_job(
     ``CHECKPOINT/sparkcep/status.json`` (:mod:`sparkcep.jobstatus`) for the console and operators. ``on_start``
     gets the Spark UI's address (None when the UI is off) once the query runs (a live one once it is warm, see
     Pipeline.run_streaming); ``on_batch`` gets every micro-batch's metrics on the driver, right after the batch is
-    written; ``on_lag`` every measure of the source's lag the driver takes on a timer (:mod:`sparkcep.live_lag`).
+    written; ``on_lag`` every measure of the source's lag the driver takes on a timer (:mod:`sparkcep.lag.live`).
     ``log`` names the file Spark's output goes to, for the summary. The status file says why the job stopped
     (caught up, a signal, ``--stop-after``) or the error it failed with.
     """

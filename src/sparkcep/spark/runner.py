@@ -20,7 +20,6 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from sparkcep.arrival import time_settings
-from sparkcep.checkpoint_lag import input_offset, planned_batch
 from sparkcep.core.control import flush_record, warmup_record
 from sparkcep.core.idle import IdleClock
 from sparkcep.core.pages import DEFAULT_PAGE_KEYS
@@ -32,12 +31,13 @@ from sparkcep.io.lag import SourceLag
 from sparkcep.io.sink import BatchWriter
 from sparkcep.io.source import Source
 from sparkcep.io.storage import Location, location
-from sparkcep.live_lag import INTERVAL_S as LAG_INTERVAL_S
-from sparkcep.live_lag import LagTimer, LiveLag, newer_lag, read_live_lag
+from sparkcep.lag.checkpoint import input_offset, planned_batch
+from sparkcep.lag.live import INTERVAL_S as LAG_INTERVAL_S
+from sparkcep.lag.live import LagTimer, LiveLag, newer_lag, read_live_lag
+from sparkcep.lag.sources import source_record
 from sparkcep.outputs import DEADLETTER_DIR, ERRORS_DIR, LATE_DIR, BatchMetrics, read_metrics
 from sparkcep.rules.model import RuleSet, rule_keys
 from sparkcep.run_summary import RunSummary, source_position, summarize
-from sparkcep.source_records import source_record
 from sparkcep.spark.batches import BatchCollector
 from sparkcep.spark.idle import IdleAdvancer, known_watermark
 from sparkcep.spark.placement import balanced_bucket_keys, identity_bucket_keys
@@ -107,7 +107,7 @@ class RunConfig:
     # (an advance record in the control stream, see sparkcep.core.idle). None: off on event time; on arrival time
     # two trigger intervals (sparkcep.arrival.default_idle_advance_ms).
     idle_advance_ms: int | None = None
-    # How often the driver measures the source's lag while the query runs (sparkcep.live_lag), besides after
+    # How often the driver measures the source's lag while the query runs (sparkcep.lag.live), besides after
     # every batch: the figure moves while a long batch runs or none runs.
     lag_interval_s: float = LAG_INTERVAL_S
 
@@ -150,7 +150,7 @@ class Pipeline:
         self.feed = None if store is None else RuleFeed(store, self.control_dir, config.buckets)
         self.on_batch = on_batch  # told of every batch once it is written (a progress line, a log)
         self.on_running = on_running  # told once the query runs (a live one: once it is warm, see run_streaming)
-        self.on_lag = on_lag  # told of every timed measure of the source's lag (sparkcep.live_lag)
+        self.on_lag = on_lag  # told of every timed measure of the source's lag (sparkcep.lag.live)
         # Why the run ended, for the job's status file: caught up, a signal, --stop-after (None: it failed).
         self.stop_reason: str | None = None
         self._lag: SourceLagPosition | None = None  # set by _check_checkpoint (the checkpoint's source)
@@ -325,7 +325,7 @@ class Pipeline:
 
     def source_offset(self, query_batch_id: int | None = None) -> dict[str, Any] | None:
         """The input source's end offset of a batch of the query (its newest: None), as Spark's offset log holds it
-        (see :func:`sparkcep.checkpoint_lag.input_offset`)."""
+        (see :func:`sparkcep.lag.checkpoint.input_offset`)."""
         if query_batch_id is None:
             query_batch_id = planned_batch(self.checkpoint)
         return input_offset(self.checkpoint, query_batch_id)

@@ -1,5 +1,5 @@
 """Where a run's source lag is measured from: after each batch (its end offsets) and on the driver's timer
-(:mod:`sparkcep.live_lag`), behind one shared position.
+(:mod:`sparkcep.lag.live`), behind one shared position.
 
 The two must never measure behind different positions at once: the files lag counts the lines before a
 position on from the last one it counted (:mod:`sparkcep.io.file_lag`), so a timer measuring behind an older
@@ -14,12 +14,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from sparkcep.checkpoint_lag import measure_lag, resume_position
 from sparkcep.io.lag import SourceLag
 from sparkcep.io.source import Source
 from sparkcep.io.storage import Location
-from sparkcep.live_lag import LagTimer, LiveLag
-from sparkcep.source_records import source_record
+from sparkcep.lag.checkpoint import measure_lag, resume_position
+from sparkcep.lag.live import LagTimer, LiveLag
+from sparkcep.lag.sources import source_record
 
 
 class SourceLagPosition:

@@ -2,10 +2,10 @@
 figure there is, whether or not the job runs.
 
 - A job that runs (status ``starting``/``running`` with a fresh heartbeat) measures itself: the newer of its
-  newest batch's figure and its driver's timed measure (:mod:`sparkcep.live_lag`).
+  newest batch's figure and its driver's timed measure (:mod:`sparkcep.lag.live`).
 - A job that does not run (stopped, failed, lost, no status file) measures nothing, and the figure of its last
   batch goes stale as input arrives. The reader measures it then, from the checkpoint's newest committed batch
-  (:mod:`sparkcep.checkpoint_lag`), at most once every :data:`REFRESH_S` seconds: a Prometheus scrape or a
+  (:mod:`sparkcep.lag.checkpoint`), at most once every :data:`REFRESH_S` seconds: a Prometheus scrape or a
   console page every few seconds costs one directory listing or one watermark call per Kafka partition per
   interval, and never commits the consumer group. A request waits for a measure at most :data:`WAIT_S`.
 """
@@ -17,10 +17,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sparkcep.checkpoint_lag import measure_lag, read_run_record, recorded_source, resume_position
 from sparkcep.io.storage import Location
 from sparkcep.jobstatus import ALIVE_STATES
-from sparkcep.live_lag import newer_lag, read_live_lag
+from sparkcep.lag.checkpoint import measure_lag, read_run_record, recorded_source, resume_position
+from sparkcep.lag.live import newer_lag, read_live_lag
 from sparkcep.metrics_files import read_status
 
 REFRESH_S = 15.0

@@ -8,7 +8,7 @@ measured the way a running job measures its lag after a batch (:mod:`sparkcep.io
 :mod:`sparkcep.io.kafka.progress`): a stopped job's lag and a running one's are the same figure.
 
 Which source a checkpoint reads is recorded in ``CHECKPOINT/sparkcep/run.json`` at every start
-(:func:`sparkcep.source_records.source_record`): a files source's directory, or a Kafka source's reader options
+(:func:`sparkcep.lag.sources.source_record`): a files source's directory, or a Kafka source's reader options
 (brokers, topics, the consumer group, client properties, whose secrets are ``env:NAME`` references, never
 values). A checkpoint written before that was recorded needs the source from the command line (``--input`` or
 ``--config``).

@@ -1,9 +1,9 @@
 """What ``sparkcep status`` says of a job from its checkpoint, running or not: its state and why it stopped (the
 status file), where it stands in Spark's logs, and how much input it has left to read.
 
-A running job measures its own lag (after every batch and on a timer, :mod:`sparkcep.live_lag`): its newest
+A running job measures its own lag (after every batch and on a timer, :mod:`sparkcep.lag.live`): its newest
 figure is reported, with when it was measured. A job that is not running (stopped, failed, lost, or never
-reported) is measured now from its checkpoint's newest committed batch (:mod:`sparkcep.checkpoint_lag`): what a
+reported) is measured now from its checkpoint's newest committed batch (:mod:`sparkcep.lag.checkpoint`): what a
 restart would have to read. No Spark is started; a Kafka broker is asked for its end offsets, nothing else.
 """
 
@@ -13,7 +13,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sparkcep.checkpoint_lag import (
+from sparkcep.io.lag import lag_totals
+from sparkcep.io.storage import Location
+from sparkcep.jobstatus import lost_since
+from sparkcep.lag.checkpoint import (
     RecordedSource,
     measure_lag,
     planned_batch,
@@ -21,10 +24,7 @@ from sparkcep.checkpoint_lag import (
     recorded_source,
     resume_position,
 )
-from sparkcep.io.lag import lag_totals
-from sparkcep.io.storage import Location
-from sparkcep.jobstatus import lost_since
-from sparkcep.live_lag import newest_measure, read_live_lag
+from sparkcep.lag.live import newest_measure, read_live_lag
 from sparkcep.metrics_files import MetricsReader, metrics_dir_of, read_json, status_file_of
 from sparkcep.timeutil import format_iso, read_event_time
 

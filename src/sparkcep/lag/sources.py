@@ -1,14 +1,14 @@
 """A run's source (:mod:`sparkcep.io.files`, :mod:`sparkcep.io.kafka.source`) as ``run.json`` records it, so that
-its lag can be measured without the job (:mod:`sparkcep.checkpoint_lag`, which must not import the source
+its lag can be measured without the job (:mod:`sparkcep.lag.checkpoint`, which must not import the source
 classes: they plan Spark frames, and the console reads lag too)."""
 
 from __future__ import annotations
 
-from sparkcep.checkpoint_lag import FILES, KAFKA, RecordedSource
 from sparkcep.io.files import FileSource
 from sparkcep.io.kafka.source import KafkaSource
 from sparkcep.io.source import Source
 from sparkcep.io.storage import location
+from sparkcep.lag.checkpoint import FILES, KAFKA, RecordedSource
 
 
 def source_record(source: Source) -> RecordedSource | None:
