@@ -633,16 +633,19 @@ class Matcher:
     # -- after-match skip
 
     def _emit(self, partials: list[Partial], completed: list[Found], matches: list[Found], out: list[Result]) -> None:
-        matches.sort(key=lambda found: _order(found[0]))
+        if len(matches) > 1:  # (most often there is one)
+            matches.sort(key=lambda found: _order(found[0]))
         if self.skip.strategy == "NO_SKIP":
             out.extend(Result(False, at, path_of(match)) for match, at in matches)
             return
         # With a skip strategy, a match waits until no partial match that started earlier is alive (a
         # longer match from an earlier start comes first), then prunes what its strategy skips.
         completed.extend(matches)
-        completed.sort(key=lambda found: _order(found[0]))
+        if len(completed) > 1:
+            completed.sort(key=lambda found: _order(found[0]))
         while completed:
-            earliest = min((p for p in partials if p[2] != _NEVER), key=_order, default=None)
+            # Partial matches are in start order, the start partial match last: the first one started earliest.
+            earliest = partials[0] if partials and partials[0][2] != _NEVER else None
             match, at = completed[0]
             if earliest is not None and (match[1], match[2]) > (earliest[1], earliest[2]):
                 break

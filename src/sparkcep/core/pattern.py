@@ -73,6 +73,7 @@ class PatternLogic(RuleLogic):
             self.start_types = frozenset().union(*(types for types in starts if types is not None))
         elif not starts:
             self.start_types = frozenset()  # no version matches anything: nothing ever starts
+        self._match_events = [v.match_event for v in ordered]  # (a property that formats the id each time)
         self._measures: list[dict[str, Expression]] = [
             {name: compile_expression(text, m.automaton.spec.functions) for name, text in v.output.measures.items()}
             if m is not None
@@ -352,7 +353,7 @@ class PatternLogic(RuleLogic):
             elif result.dropped:  # always reported: a capped pattern loses partial matches, never silently
                 out.append(self._record(version, index, result, version.dropped_event, key, key_values))
             else:
-                out.append(self._record(version, index, result, version.match_event, key, key_values))
+                out.append(self._record(version, index, result, self._match_events[index], key, key_values))
 
     def _record(
         self, version: PatternRule, index: int, result: Result, event_type: str, key: str, key_values: tuple[Any, ...]
