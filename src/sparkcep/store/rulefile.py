@@ -3,7 +3,7 @@ pipeline file's ``rules: {file: ...}``).
 
 The file's rules are numbered as importing it into an empty store would number them (file order; a rule listed
 twice has two versions), so the console's pages and its back-tests work on them unchanged. Every change is
-refused with :class:`ReadOnlyRules`: the job reads its rule file once, at start, so an edit here could never
+refused with :class:`ReadOnlyRulesError`: the job reads its rule file once, at start, so an edit here could never
 reach it. The file is read again when it changes on disk (by modification time and size); a job that has not
 restarted since still runs the rules it read at its start.
 """
@@ -25,7 +25,7 @@ from sparkcep.timeutil import format_iso
 AUTHOR = "rule file"
 
 
-class ReadOnlyRules(StoreError):
+class ReadOnlyRulesError(StoreError):
     """A change asked of a rule file's rules."""
 
 
@@ -66,4 +66,4 @@ class RuleFileStore(RuleStore):
             return snapshot
 
     def _transaction(self, planner: Callable[[Snapshot], Change]) -> Change:
-        raise ReadOnlyRules(self.refusal())
+        raise ReadOnlyRulesError(self.refusal())
