@@ -17,6 +17,7 @@ import pytest
 from kafka_topics import consume_all, create_topic, partition_counts
 from servers import free_port
 from test_kafka_ops import CREATE_TIME
+from test_simulate_live import SHIPPED_FAST
 
 from sparkcep.simulate.live import KEY_FIELD, KafkaSink, LiveFeed, run_live
 from sparkcep.timeutil import parse_event_time
@@ -118,11 +119,6 @@ def test_dev_kafka_starts_a_broker_that_takes_a_simulation_and_stops_cleanly(kaf
 
 
 
-SHIPPED_FAST = {
-    "type": "aggregate", "id": "busy-order", "group_by": ["order_number"], "function": "COUNT",
-    "operator": ">=", "limit": "1", "window": "1m", "filter": "event_type = 'PARCEL_SHIPPED'",
-    "output_event": "ORDER_SHIPPING",
-}  # fmt: skip
 
 
 @pytest.mark.spark

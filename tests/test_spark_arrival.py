@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from test_spark_idle import ticking, wait_for
 
 from sparkcep.arrival import ARRIVAL, TimeSettings
 from sparkcep.io.files import FileSource
@@ -26,9 +26,7 @@ from helpers import COMPLETION_RULE
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from pyspark.sql.streaming.query import StreamingQuery
 
-    from sparkcep.spark.idle import IdleAdvancer
 
 pytestmark = pytest.mark.spark
 RULES = parse_rules({"input": {"time_field": ARRIVAL}, "rules": [{**COMPLETION_RULE, "deadline": "3s"}]})
@@ -40,24 +38,6 @@ def write_input(input_dir: Path, name: str, lines: list[str]) -> None:
     hidden.rename(input_dir / name)
 
 
-def wait_for(condition: Callable[[], bool], timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError("condition not reached in time")
-
-
-def ticking(advancer: IdleAdvancer, query: StreamingQuery, condition: Callable[[], bool]) -> Callable[[], bool]:
-    """``condition``, after one turn of the run loop's idle check (what ``run_streaming`` does every second)."""
-
-    def check() -> bool:
-        assert query.exception() is None and query.isActive
-        advancer.tick(query)
-        return condition()
-
-    return check
 
 
 def line(event_type: str, event_id: str, **fields: object) -> str:
