@@ -18,14 +18,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from threading import Lock
 from typing import Any
 
 from sparkcep.core.routing import readable_time
 from sparkcep.io.compressed import CompressedFiles
-from sparkcep.io.file_plan import ByteSource, FileOffsets, Listed, count_lines
+from sparkcep.io.file_plan import ByteSource, FileOffsets, Listed, count_lines, list_directory
 from sparkcep.io.lag import SourceLag
-from sparkcep.io.storage import Location
+from sparkcep.io.storage import Location, location
 
 TAIL_BYTES = 64 << 10
 
@@ -174,3 +175,13 @@ def file_lag(directory: Location, time_field: str, offset: Mapping[str, Any] | N
         if lag is None:
             lag = _LAGS[(str(directory), time_field)] = FileLag(directory, time_field)
         return lag.measure(offsets, listed)
+
+
+def directory_lag(path: str | Path, time_field: str, offset: Mapping[str, Any] | None) -> SourceLag:
+    """:func:`file_lag` of the input directory ``path`` as the reader lists it; a directory that went away, or
+    offsets of another reader, give a lag with nothing known (lag never fails a job or a report)."""
+    directory = location(path)
+    try:
+        return file_lag(directory, time_field, offset, list_directory(directory))
+    except (OSError, ValueError):
+        return SourceLag("files", str(directory), None)

@@ -26,7 +26,10 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
+
+from sparkcep.io.storage import Location, location
 
 OFFSETS_VERSION = 1
 _BLOCK = 8 << 20  # bytes read at a time
@@ -399,3 +402,13 @@ def aligned_ends(
 def lines_between(start: FileOffsets, ends: Mapping[str, int], indexes: Mapping[str, TimeIndex]) -> int:
     """About how many lines a batch reads (exact where positions lie at index entries, as aligned ends do)."""
     return sum(indexes[name].line_at(end) - indexes[name].line_at(start.position(name)) for name, end in ends.items())
+
+
+def list_directory(path: Path | Location) -> list[Listed]:
+    """The input files of ``path`` in reading order, as listed (a compressed file with its compressed size)."""
+    try:
+        entries = location(path).files()
+    except FileNotFoundError:
+        message = f"file source option 'path': expected a directory, got {str(path)!r} (not found)"
+        raise FileNotFoundError(message) from None
+    return reading_order([Listed(name, mtime_ns, size) for name, mtime_ns, size in entries if is_input(name)])

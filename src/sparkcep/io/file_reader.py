@@ -40,7 +40,6 @@ import json
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -58,13 +57,12 @@ from sparkcep.io.file_plan import (
     capped_ends,
     cut_lines,
     index_lines,
-    is_input,
     line_blocks,
     line_pieces,
     lines_between,
+    list_directory,
     next_line_start,
     ranges,
-    reading_order,
     tasks,
     waiting,
 )
@@ -164,16 +162,6 @@ class FilesDataSource(DataSource):
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         return FilesStreamReader(ReaderOptions.parse(dict(self.options)))
-
-
-def list_directory(path: Path | Location) -> list[Listed]:
-    """The input files of ``path`` in reading order, as listed (a compressed file with its compressed size)."""
-    try:
-        entries = location(path).files()
-    except FileNotFoundError:
-        message = f"file source option 'path': expected a directory, got {str(path)!r} (not found)"
-        raise FileNotFoundError(message) from None
-    return reading_order([Listed(name, mtime_ns, size) for name, mtime_ns, size in entries if is_input(name)])
 
 
 class FilesStreamReader(DataSourceStreamReader):

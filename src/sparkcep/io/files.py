@@ -103,14 +103,9 @@ class FileSource:
         newest read (see :mod:`sparkcep.io.file_lag`). Spark's own file source (old checkpoints) says nothing."""
         if self.reader == SPARK_READER:
             return []
-        from sparkcep.io.file_lag import file_lag
-        from sparkcep.io.file_reader import list_directory
+        from sparkcep.io.file_lag import directory_lag
 
-        directory = location(self.path)
-        try:
-            return [file_lag(directory, time_field, offset, list_directory(directory))]
-        except (OSError, ValueError):  # the directory went away, or offsets of another reader: nothing to say
-            return [SourceLag("files", str(directory), None)]
+        return [directory_lag(self.path, time_field, offset)]
 
     def packed(self, spark: SparkSession, routing: RoutingSpec) -> DataFrame:
         from pyspark.sql import functions as F

@@ -24,9 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sparkcep.io.file_plan import Listed, is_input, reading_order
 from sparkcep.io.lag import SourceLag
-from sparkcep.io.storage import Location, location
+from sparkcep.io.storage import Location
 
 RUN_RECORD = "run.json"
 RESCALED_RECORD = "rescaled.json"  # written by sparkcep rescale (sparkcep.spark.rescale.Rescaled)
@@ -149,12 +148,6 @@ def measure_lag(source: RecordedSource, offset: Mapping[str, Any] | None, time_f
         return source_progress(dict(source.options), offset, source.timeout_s, commit=False)
     if source.reader == SPARK_READER or source.path is None:
         return []
-    from sparkcep.io.file_lag import file_lag
+    from sparkcep.io.file_lag import directory_lag
 
-    directory = location(source.path)
-    try:
-        listed = reading_order([Listed(name, mtime_ns, size) for name, mtime_ns, size in directory.files()
-                                if is_input(name)])  # fmt: skip
-        return [file_lag(directory, time_field, offset, listed)]
-    except (OSError, ValueError):  # the directory went away, or offsets of another reader: nothing to say
-        return [SourceLag(FILES, str(directory), None)]
+    return [directory_lag(source.path, time_field, offset)]
