@@ -32,6 +32,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from run_breakdown import read_event_log
+
 ROOT = Path(__file__).resolve().parent.parent
 RULES = ROOT / "examples" / "orders.rules.json"
 RENAMING_FILE_MANAGER = (
@@ -160,19 +162,13 @@ def _run_sparkcep(work: Path, batches: int, interval: float) -> list[dict[str, f
         job.send_signal(2)
         job.wait(timeout=120)
     found: list[dict[str, float]] = []
-    for log in sorted(events.rglob("*")):
-        if not log.is_file():
+    for event in read_event_log(events):
+        if not str(event.get("Event", "")).endswith("QueryProgressEvent"):
             continue
-        for text in log.read_text(errors="replace").splitlines():
-            if not text.startswith("{"):
-                continue  # the event log directory's other files
-            event = json.loads(text)
-            if not event.get("Event", "").endswith("QueryProgressEvent"):
-                continue
-            progress = event["progress"]
-            rows = sum(source.get("numInputRows", 0) for source in progress.get("sources", []))
-            if rows > 0 and progress["batchId"] > 1:  # after the warm-up batches
-                found.append({phase: float(progress["durationMs"].get(phase, 0)) / 1000 for phase in PHASES})
+        progress = event["progress"]
+        rows = sum(source.get("numInputRows", 0) for source in progress.get("sources", []))
+        if rows > 0 and progress["batchId"] > 1:  # after the warm-up batches
+            found.append({phase: float(progress["durationMs"].get(phase, 0)) / 1000 for phase in PHASES})
     return found
 
 
