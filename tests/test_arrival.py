@@ -24,7 +24,7 @@ from sparkcep.arrival import (
     refuse_backtest,
     time_settings,
 )
-from sparkcep.cep.spec import PatternError
+from sparkcep.cep.pattern_error import PatternError
 from sparkcep.cep.sql import compile_match_recognize
 from sparkcep.core.idle import BatchFacts, IdleClock
 from sparkcep.core.local import LocalRunner

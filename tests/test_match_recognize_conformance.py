@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from sparkcep.cep.spec import PatternError
+from sparkcep.cep.pattern_error import PatternError
 
 CASES_DIR = Path(__file__).parent / "conformance" / "match_recognize"
 MIN_CASES = 40

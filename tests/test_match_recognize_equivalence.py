@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from sparkcep.cep import run_pattern
-from sparkcep.cep.spec import PatternError
+from sparkcep.cep.pattern_error import PatternError
 from sparkcep.cep.sql import compile_match_recognize
 
 NAMES = ("A", "B", "C", "D")

@@ -15,9 +15,8 @@ a message without a traceback. The whole tree (``tests/test_errors.py`` keeps it
     ├── RunError              errors.py           a bounded run's streaming query stopped or timed out before its end
     ├── TimeSettingError      errors.py           a run's time settings contradict its time mode (names the flag)
     ├── RescaleError          spark/rescale.py    a checkpoint cannot be rescaled as asked (target not empty, ...)
-    ├── PatternError          cep/spec.py         a sequence pattern is invalid (names stage and field)
+    ├── PatternError          cep/pattern_error.py a sequence pattern is invalid (names stage and field)
     │   └── SqlError          cep/sql/errors.py   a MATCH_RECOGNIZE query is invalid (names clause, line, column)
-    ├── TieBreakError         cep/ties.py         a pattern's tie_break is not a list of fields (names what came)
     ├── DecompressionError    core/compression.py a compressed input file is damaged or cut short from some point on
     ├── UnreadableFileError   core/lines.py       the same for the oracle's and `produce`'s line reader (names the file)
     ├── ExpressionError       expr/ast.py         a filter or condition expression cannot be parsed or evaluated

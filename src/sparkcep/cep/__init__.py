@@ -12,7 +12,8 @@ from typing import Any
 
 from sparkcep.cep.compiler import Automaton, compile_automaton
 from sparkcep.cep.nfa import Matcher, Result
-from sparkcep.cep.spec import PatternError, PatternSpec, parse_pattern
+from sparkcep.cep.pattern_error import PatternError
+from sparkcep.cep.spec import PatternSpec, parse_pattern
 
 __all__ = ["Matcher", "PatternError", "PatternSpec", "Result", "compile_matcher", "parse_pattern", "run_pattern"]
 

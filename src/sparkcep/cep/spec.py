@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sparkcep.cep.conditions import pattern_functions, stage_references
-from sparkcep.cep.ties import TieBreakError, TieField, parse_tie_break
-from sparkcep.errors import DurationError, SparkcepError, Verbatim
+from sparkcep.cep.pattern_error import PatternError
+from sparkcep.cep.ties import TieField, parse_tie_break
+from sparkcep.errors import DurationError, Verbatim
 from sparkcep.expr import (
     Expression,
     ExpressionError,
@@ -48,17 +49,6 @@ _GROUP_KEYS = {
 _PATTERN_KEYS = {"stages", "within", "skip", "max_partial_matches", "unbounded", "tie_break"}
 # A cap on partial matches per key is a memory bound: beyond a million the cap no longer protects anything.
 MAX_PARTIAL_MATCHES = 1_000_000
-
-
-class PatternError(SparkcepError, ValueError):
-    """A pattern is invalid; ``where`` says which stage (or the pattern) and which field."""
-
-    def __init__(self, where: str, field: str, expected: str, got: object) -> None:
-        self.where = where
-        self.field = field
-        self.expected = expected
-        self.got = got
-        super().__init__(f"{where}, field {field!r}: expected {expected}, got {got!r}")
 
 
 @dataclass(frozen=True)
@@ -146,10 +136,7 @@ def parse_pattern(raw: object) -> PatternSpec:
         raise PatternError("pattern", "stages", "a non-empty list of stages", stages_raw)
     within = _within(raw.get("within"))
     cap = _cap(raw)
-    try:
-        tie_break = parse_tie_break(raw.get("tie_break"))
-    except TieBreakError as error:
-        raise PatternError("pattern", "tie_break", error.expected, error.got) from None
+    tie_break = parse_tie_break(raw.get("tie_break"))
     names: list[str] = []  # every name in the pattern, groups' too: all must differ
     leaves: list[str] = []  # the names events are matched under (stage functions name these)
     _collect_names(stages_raw, "stages", names, leaves, depth=0)

@@ -19,20 +19,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, TypeVar
 
-from sparkcep.errors import SparkcepError
+from sparkcep.cep.pattern_error import PatternError
 
 T = TypeVar("T")
 MAX_TIE_FIELDS = 16  # more columns than any ORDER BY needs; bounds the work per tied event
 _KEYS = {"field", "descending", "nulls_first"}
-
-
-class TieBreakError(SparkcepError, ValueError):
-    """``tie_break`` is not a list of fields as above; ``got`` is what came."""
-
-    def __init__(self, expected: str, got: object) -> None:
-        self.expected = expected
-        self.got = got
-        super().__init__(f"pattern, field 'tie_break': expected {expected}, got {got!r}")
 
 
 @dataclass(frozen=True)
@@ -55,19 +46,19 @@ def parse_tie_break(raw: object) -> tuple[TieField, ...]:
     if raw is None:
         return ()
     if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_TIE_FIELDS:
-        raise TieBreakError(f"a list of 1 to {MAX_TIE_FIELDS} fields", raw)
+        raise PatternError("pattern", "tie_break", f"a list of 1 to {MAX_TIE_FIELDS} fields", raw)
     fields: list[TieField] = []
     for item in raw:
         shape = 'objects like {"field": "price", "descending": true}'
         if not isinstance(item, Mapping) or not set(item) <= _KEYS:
-            raise TieBreakError(shape, item)
+            raise PatternError("pattern", "tie_break", shape, item)
         name, descending, nulls_first = item.get("field"), item.get("descending", False), item.get("nulls_first")
         if not isinstance(name, str) or not name or not isinstance(descending, bool):
-            raise TieBreakError(shape, item)
+            raise PatternError("pattern", "tie_break", shape, item)
         if nulls_first is not None and not isinstance(nulls_first, bool):
-            raise TieBreakError("'nulls_first' true or false", nulls_first)
+            raise PatternError("pattern", "tie_break", "'nulls_first' true or false", nulls_first)
         if any(known.field == name for known in fields):
-            raise TieBreakError("each field once", name)
+            raise PatternError("pattern", "tie_break", "each field once", name)
         fields.append(TieField(name, descending, nulls_first))
     return tuple(fields)
 

@@ -14,7 +14,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from sparkcep.cep.spec import PatternError
+from sparkcep.cep.pattern_error import PatternError
 from sparkcep.errors import RuleError, SparkcepError
 from sparkcep.rules.messages import problem
 from sparkcep.store.records import StoreError

@@ -7,7 +7,7 @@ It is a :class:`PatternError`, so whatever handles invalid patterns handles inva
 
 from __future__ import annotations
 
-from sparkcep.cep.spec import PatternError
+from sparkcep.cep.pattern_error import PatternError
 from sparkcep.errors import SparkcepError
 
 

@@ -31,7 +31,8 @@ from typing import Any
 
 from sparkcep.arrival import orders_by_arrival
 from sparkcep.cep.conditions import pattern_functions
-from sparkcep.cep.spec import PatternError, compile_condition, parse_pattern
+from sparkcep.cep.pattern_error import PatternError
+from sparkcep.cep.spec import compile_condition, parse_pattern
 from sparkcep.cep.sql import syntax as sx
 from sparkcep.cep.sql.between import skip_till_any
 from sparkcep.cep.sql.errors import SqlError
