@@ -142,6 +142,21 @@ def test_a_json_log_says_waiting_lag_and_caught_up_in_order() -> None:
     assert [events[6]["lag_records"], events[7]["lag_records"]] == [4, 0]
 
 
+def test_a_json_log_carries_the_first_timed_measure_even_when_a_batch_said_the_same() -> None:
+    """A live job whose warm-up batch found nothing behind: the timer's first measure (also nothing behind) still
+    gets a line, so the log shows the timer runs; later equal measures do not."""
+    out = io.StringIO()
+    progress = RunProgress("json", stream=out)
+    progress.start("run", None)
+    progress.batch(BatchMetrics(0, source_lag=[files_lag(0)[0].to_json()], written_at=progress.started))
+    progress.lag(LiveLag(progress.started + 1, 0, [files_lag(0)[0].to_json()]))
+    progress.lag(LiveLag(progress.started + 6, 0, [files_lag(0)[0].to_json()]))
+    progress.end({})
+    assert [json.loads(text)["event"] for text in out.getvalue().splitlines()] == [
+        "start", "waiting", "batch", "caught_up", "lag", "end"
+    ]  # fmt: skip
+
+
 def test_a_caught_up_restart_says_so_in_a_json_log_without_any_batch() -> None:
     """A restart with nothing new runs no batch: the timer's first measure (taken as the run starts) says it."""
     out = io.StringIO()

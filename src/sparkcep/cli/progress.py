@@ -90,6 +90,7 @@ class RunProgress:
         self.batches = 0
         self._lag: tuple[int | None, int | None] | None = None  # the newest lag figures (batch or timed measure)
         self._reported_lag: tuple[int | None, int | None] | None = None  # the last ones a JSON line carried
+        self._timed_lag_said = False  # a JSON "lag" line carried a timed measure of this run
         self._idle_reported = False  # a JSON "waiting for input" line said so for this idle spell
         self._said_caught_up = False  # the last lag reported in JSON was 0 and a caught_up line said so
         self._last_rate: float | None = None  # the rate the live line shows
@@ -166,14 +167,16 @@ class RunProgress:
 
     def lag(self, measured: LiveLag) -> None:
         """A timed measure of the source's lag by the driver (between batches, or during a long one): the line's
-        ``behind`` shows it at the next tick; a JSON log gets a ``lag`` line when its figures changed."""
+        ``behind`` shows it at the next tick; a JSON log gets a ``lag`` line for the run's first timed measure (so the
+        log shows the timer runs, also in a job never behind when it measures) and then when its figures changed."""
         with self._lock:
             if self.quiet:
                 return
             figures = lag_totals(measured.lag)
             self._lag = figures
-            if self.log_format != "json" or figures == self._reported_lag:
+            if self.log_format != "json" or (figures == self._reported_lag and self._timed_lag_said):
                 return
+            self._timed_lag_said = True
             self._json({"event": "lag", "lag_records": figures[0], "lag_event_time_ms": figures[1],
                         "lag": measured.lag, "behind_batch": measured.batch_id})  # fmt: skip
             self._reported_lag = figures
