@@ -1,4 +1,5 @@
-"""The ``sparkcep`` command line: ``app`` (run, simulate, backtest, demo), ``rules``, ``patterns``, ``console``.
+"""The ``sparkcep`` command line: one module per command (``run``, ``simulate``, ``backtest``, ``rules``, ...),
+assembled into one root group in ``app``.
 
 The outermost layer: nothing else in the package imports it (tests/test_architecture.py).
 """

@@ -11,12 +11,10 @@ from pathlib import Path
 
 import click
 
+from sparkcep.cli.command_context import LOG_KEY
 from sparkcep.diagnose import Where
 from sparkcep.errors import SparkcepError
 from sparkcep.runlog import CommandLog
-
-# The key under which the root command's failure handler finds the running command's log (sparkcep.cli.app).
-_LOG_KEY = "sparkcep.command_log"
 
 
 @click.command("rescale")
@@ -37,7 +35,7 @@ def rescale(old: str, new: str, partitions: int, master: str) -> None:
     # Failures name OLD (read) and NEW (written); the log goes to the user's log directory, not into a checkpoint:
     # OLD is only read, and NEW must be empty until the rescale renames its finished copy there.
     log = CommandLog("rescale", Where(input=_local(old), output=_local(new)))
-    click.get_current_context().meta[_LOG_KEY] = log
+    click.get_current_context().meta[LOG_KEY] = log
     try:
         check_rescale(old, new, partitions)  # before the JVM starts: a refusal costs nothing
         with log.output_to_log():  # what Spark prints goes to the log, not the terminal
