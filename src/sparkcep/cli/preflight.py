@@ -16,6 +16,7 @@ import stat
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -251,22 +252,6 @@ def _unreachable(bootstrap: str, role: str, met: list[Any], timeout_ms: int, pip
 # -- what a command checks ----------------------------------------------------------------------------------
 
 
-def check_run_places(inputs: Location, output: Location, checkpoint: Location, create_input: bool) -> None:
-    """``sparkcep run``'s directories: an existing input directory (or ``--create-input``), and no file where the
-    output or the checkpoint directory goes."""
-    require_directory_or_nothing(output, "--output")
-    require_directory_or_nothing(checkpoint, "--checkpoint")
-    if create_input:
-        require_directory_or_nothing(inputs, "--input", _INPUT_FILE_FIX)
-    else:
-        require_input_directory(inputs, "--input", "pass --create-input")
-    require_writable(output, "--output")
-    require_writable(checkpoint, "--checkpoint")
-    if create_input and not inputs.exists():
-        require_writable(inputs, "--input")
-    require_readable(inputs, "--input")
-
-
 def check_stores(rules_store: str | None, alert_stores: Sequence[str], timeout_ms: int) -> None:
     """A rule store's file exists; every PostgreSQL server (rule store, alert stores) answers."""
     from sparkcep.store import check_store_exists
@@ -285,31 +270,62 @@ def check_stores(rules_store: str | None, alert_stores: Sequence[str], timeout_m
         require_postgres(url, "alert store", timeout_ms)
 
 
-def check_pipeline(config: PipelineConfig, config_path: Path, timeout_ms: int) -> None:
-    """What a pipeline file names: its directories, its rule store, and its Kafka brokers and topics."""
+@dataclass(frozen=True)
+class Origin:
+    """Where a run's settings were written, so that each message names a setting as its user wrote it: an option
+    of ``sparkcep run`` (``file`` None) or a field of a pipeline file."""
+
+    file: Path | None = None
+
+    def name(self, field: str) -> str:
+        """``--input`` on the command line, ``FILE: source.path`` in a pipeline file."""
+        return _OPTIONS[field] if self.file is None else f"{self.file}: {field}"
+
+    @property
+    def delay_name(self) -> str:
+        return "--watermark-delay" if self.file is None else f"{self.file}, field 'watermark_delay'"
+
+    @property
+    def create_hint(self) -> str:
+        if self.file is None:
+            return "pass --create-input"
+        return f"set 'create: true' in the source section of {self.file}"
+
+
+OPTIONS = Origin()
+_OPTIONS = {"source.path": "--input", "sinks.files": "--output", "checkpoint": "--checkpoint"}
+
+
+def check_pipeline(config: PipelineConfig, origin: Origin, timeout_ms: int) -> None:
+    """What a run names (by its options or its pipeline file): its directories (an existing input directory,
+    unless it is to be created; no file where the output or the checkpoint goes), its stores, and its Kafka
+    brokers and topics."""
     source = config.source
-    require_directory_or_nothing(location(config.sinks.files), f"{config_path}: sinks.files")
-    require_directory_or_nothing(location(config.checkpoint), f"{config_path}: checkpoint")
+    output, checkpoint = location(config.sinks.files), location(config.checkpoint)
+    require_directory_or_nothing(output, origin.name("sinks.files"))
+    require_directory_or_nothing(checkpoint, origin.name("checkpoint"))
     if isinstance(source, FilesSourceConfig):
-        place = location(source.path)
+        place, name = location(source.path), origin.name("source.path")
         if source.create:
-            require_directory_or_nothing(place, f"{config_path}: source.path", _INPUT_FILE_FIX)
+            require_directory_or_nothing(place, name, _INPUT_FILE_FIX)
         else:
-            hint = f"set 'create: true' in the source section of {config_path}"
-            require_input_directory(place, f"{config_path}: source.path", hint)
+            require_input_directory(place, name, origin.create_hint)
+    require_writable(output, origin.name("sinks.files"))
+    require_writable(checkpoint, origin.name("checkpoint"))
+    if isinstance(source, FilesSourceConfig):
+        place, name = location(source.path), origin.name("source.path")
         if not place.exists():
-            require_writable(place, f"{config_path}: source.path")
-        require_readable(place, f"{config_path}: source.path")
-    require_writable(location(config.sinks.files), f"{config_path}: sinks.files")
-    require_writable(location(config.checkpoint), f"{config_path}: checkpoint")
+            require_writable(place, name)
+        require_readable(place, name)
     check_stores(config.rules.store, config.sinks.postgres, timeout_ms)
+    pipeline_file = str(origin.file)
     if isinstance(source, KafkaSourceConfig):
         # The official connector reads topics its own way (patterns, assignments): only the brokers are checked.
         topics = source.topics if source.implementation == "python" else None
-        require_kafka(source.bootstrap_servers, source.properties, "source", timeout_ms, str(config_path), topics)
+        require_kafka(source.bootstrap_servers, source.properties, "source", timeout_ms, pipeline_file, topics)
     sink = config.sinks.kafka
     if sink is not None:
-        require_kafka(sink.bootstrap_servers, sink.properties, "sink", timeout_ms, str(config_path))
+        require_kafka(sink.bootstrap_servers, sink.properties, "sink", timeout_ms, pipeline_file)
 
 
 def _is_postgres(spec: str) -> bool:

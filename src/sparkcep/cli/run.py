@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
@@ -20,12 +20,12 @@ from sparkcep.cli.options import (
     conf_option,
     conf_pairs,
     echo_json,
-    local_dir,
     master_option,
     output_options,
 )
 from sparkcep.cli.preflight import DEFAULT_CONNECT_TIMEOUT
 from sparkcep.cli.running import run_with_progress, store_services
+from sparkcep.config import Backfill, FilesSourceConfig, PipelineConfig, Rules, Sinks, SparkSettingsConfig, load_config
 from sparkcep.core.pages import DEFAULT_PAGE_KEYS, MAX_PAGE_KEYS
 from sparkcep.diagnose import Service, Where, check_checkpoint_complete
 from sparkcep.errors import SparkcepError
@@ -33,9 +33,6 @@ from sparkcep.io.alignment import DEFAULT_MAX_BATCH_RECORDS
 from sparkcep.io.storage import location
 from sparkcep.redaction import add_secret_variables
 from sparkcep.timeutil import format_duration, parse_duration
-
-if TYPE_CHECKING:
-    from sparkcep.config import PipelineConfig
 
 
 @click.command()
@@ -193,17 +190,12 @@ def run(
     alert_stores: tuple[str, ...],
 ) -> None:
     """Evaluate rules (a file, or a store that may change while the job runs) over JSON-lines files from INPUT,
-    or run the pipeline a --config file describes (Kafka, PostgreSQL, ...)."""
-    from sparkcep.io.files import FileSource
-    from sparkcep.rules.model import load_rules
-    from sparkcep.spark.jobs import Job
-    from sparkcep.spark.runner import RunConfig
-    from sparkcep.spark.session import SparkSettings
-    from sparkcep.store import open_store
+    or run the pipeline a --config file describes (Kafka, PostgreSQL, ...).
 
-    extra_conf = conf_pairs(spark_conf)
-    if spark_ui:
-        extra_conf["spark.ui.enabled"] = "true"
+    Both are one path: the options build the pipeline configuration a --config file holds (sparkcep.config), and
+    the run checks, plans and starts that configuration the same way whichever way it was written; only the
+    messages differ, naming an option or a field of the file (preflight.Origin)."""
+    output = Output(spark_ui, metrics_port, quiet, log_format)
     if config_path is not None:
         if rules_path or rules_store or input_dir or output_dir or checkpoint_dir or alert_stores:
             raise click.UsageError("--config replaces --rules, --rules-store, --input, --output, --checkpoint")
@@ -219,65 +211,50 @@ def run(
         if create_input:
             raise click.UsageError("--create-input: expected 'create: true' in the pipeline file's files source "
                                    "with --config, got the option")  # fmt: skip
-        output_options = Output(spark_ui, metrics_port, quiet, log_format)
-        _run_config(config_path, until_caught_up, stop_after, output_options, connect_timeout)
+        _run_pipeline(lambda: load_config(config_path), preflight.Origin(config_path), until_caught_up, stop_after,
+                      output, connect_timeout)  # fmt: skip
         return
     if (rules_path is None) == (rules_store is None):
         raise click.UsageError("give exactly one of --rules FILE and --rules-store SPEC")
     if input_dir is None or output_dir is None or checkpoint_dir is None:
         raise click.UsageError("give --input, --output and --checkpoint (or --config FILE)")
     _check_idle_advance(idle_advance, until_caught_up, trigger_interval)
-    try:
-        checkpoint, output, inputs = location(checkpoint_dir), location(output_dir), location(input_dir)
-    except SparkcepError as exc:
-        raise click.ClickException(str(exc)) from exc
-    where = Where(
-        checkpoint=local_dir(checkpoint),
-        output=local_dir(output),
-        input=local_dir(inputs),
-        services=store_services(rules_store, alert_stores),
-        resumes=True,
-    )
-    log = remember("run", where)
-    try:
-        preflight.check_run_places(inputs, output, checkpoint, create_input)  # nothing created before these
-        check_checkpoint_complete(checkpoint)
-        rules = load_rules(rules_path) if rules_path is not None else None
-        if rules is not None:  # before Spark starts (a store's rules are checked when the job reads them)
-            time_settings(rules.input.time_field, watermark_delay, idle_advance, None if until_caught_up else 1)
-        preflight.check_stores(rules_store, alert_stores, connect_timeout)
-        store = open_store(rules_store, create=False) if rules_store is not None else None
-        inputs.mkdir()
-        config = RunConfig(
-            source=FileSource(
-                str(inputs),
-                max_files_per_trigger,
-                aligned=aligned_backfill,
-                step_ms=backfill_step,
-                max_batch_records=max_batch_records,
-                max_batch_bytes=max_batch_bytes,
-            ),
-            output_dir=str(output),
-            checkpoint_dir=str(checkpoint),
+    trigger = "until_caught_up" if until_caught_up else trigger_interval
+    if not until_caught_up:
+        _interval(trigger_interval)  # a bad interval is refused naming the option, before anything else
+    extra_conf = conf_pairs(spark_conf)
+
+    def from_options() -> PipelineConfig:
+        # Built, not validated: each value was checked by its option's type and by the checks before Spark starts,
+        # in the options' words (a zero --watermark-delay is allowed; an alert store's URL is checked by
+        # preflight.check_stores); validating the model would word them as fields of a file.
+        source = FilesSourceConfig.model_construct(
+            type="files", path=str(location(input_dir)), create=create_input, max_batch_records=max_batch_records,
+            max_batch_bytes=max_batch_bytes, max_files_per_trigger=max_files_per_trigger,
+            backfill=Backfill.model_construct(aligned=aligned_backfill, step_ms=backfill_step),
+        )  # fmt: skip
+        return PipelineConfig.model_construct(
+            source=source,
+            rules=Rules.model_construct(file=rules_path, store=rules_store),
+            sinks=Sinks.model_construct(files=str(location(output_dir)), kafka=None, postgres=list(alert_stores)),
+            checkpoint=str(location(checkpoint_dir)),
             watermark_delay_ms=watermark_delay,
-            buckets=buckets,
-            trigger_interval=None if until_caught_up else _interval(trigger_interval),
-            alert_stores=alert_stores,
-            max_ahead_ms=max_time_ahead,
-            state_page_keys=state_page_keys,
+            max_time_ahead_ms=max_time_ahead,
+            trigger=trigger,
             idle_advance_ms=idle_advance,
+            buckets=buckets,
+            state_page_keys=state_page_keys,
+            spark=SparkSettingsConfig.model_construct(
+                master=master, shuffle_partitions=shuffle_partitions, driver_memory=None, conf=extra_conf
+            ),
         )
-        job = Job(config, rules, store, bounded=until_caught_up, stop_after_s=stop_after)
-        settings = SparkSettings(master=master, shuffle_partitions=shuffle_partitions, extra_conf=extra_conf)
-        result = run_with_progress(job, settings, log, quiet, log_format, metrics_port)
-    except SparkcepError as exc:
-        raise click.ClickException(str(exc)) from exc
-    echo_json(result.to_json())
+
+    _run_pipeline(from_options, preflight.OPTIONS, until_caught_up, stop_after, output, connect_timeout)
 
 
 @dataclass(frozen=True)
 class Output:
-    """What ``run --config`` takes from the command line besides the file: the Spark UI, metrics, progress."""
+    """What a run takes from the command line besides its pipeline: the Spark UI, metrics, progress."""
 
     spark_ui: bool = False
     metrics_port: int | None = None
@@ -285,24 +262,30 @@ class Output:
     log_format: str = "text"
 
 
-def _run_config(
-    config_path: Path, until_caught_up: bool, stop_after: float | None, output: Output, connect_timeout: int
+def _run_pipeline(
+    read: Callable[[], PipelineConfig],
+    origin: preflight.Origin,
+    until_caught_up: bool,
+    stop_after: float | None,
+    output: Output,
+    connect_timeout: int,
 ) -> None:
-    from sparkcep.config import load_config
+    """Check, plan and run a pipeline (``read`` builds it: a file's errors, or a bad path in an option, are then
+    reported like every other failure of the run)."""
     from sparkcep.rules.model import load_rules
     from sparkcep.spark.jobs import pipeline_job
     from sparkcep.store import open_store
 
     try:
-        config = load_config(config_path)
-        log = remember("run", _config_where(config))
-        preflight.check_pipeline(config, config_path, connect_timeout)  # before anything is created
+        config = read()
+        log = remember("run", _pipeline_where(config))
+        preflight.check_pipeline(config, origin, connect_timeout)  # before anything is created
         check_checkpoint_complete(config.checkpoint)
         rules = load_rules(config.rules.file) if config.rules.file is not None else None
         if rules is not None:  # before Spark starts (a store's rules are checked when the job reads them)
             bounded = until_caught_up or config.until_caught_up
             time_settings(rules.input.time_field, config.watermark_delay_ms, config.idle_advance_ms,
-                          None if bounded else 1, delay_flag=f"{config_path}, field 'watermark_delay'")  # fmt: skip
+                          None if bounded else 1, delay_flag=origin.delay_name)  # fmt: skip
         store = open_store(config.rules.store, create=False) if config.rules.store is not None else None
         job, settings = pipeline_job(config, rules, store, until_caught_up, stop_after)
         if output.spark_ui:
@@ -316,8 +299,8 @@ def _run_config(
     echo_json(result.to_json())
 
 
-def _config_where(config: PipelineConfig) -> Where:
-    """What a pipeline file's run works on; its Kafka secrets (``env:NAME``) are kept out of every message."""
+def _pipeline_where(config: PipelineConfig) -> Where:
+    """What a run works on; its Kafka secrets (``env:NAME``) are kept out of every message."""
     services = list(store_services(config.rules.store, config.sinks.postgres))
     properties = dict(config.sinks.kafka.properties) if config.sinks.kafka is not None else {}
     if config.source.type == "kafka":
