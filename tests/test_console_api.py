@@ -709,10 +709,10 @@ def test_the_page_and_its_static_files(job: Job, tmp_path: Path) -> None:
     static = tmp_path / "static"
     static.mkdir()
     (static / "index.html").write_text("<!doctype html><title>console</title>", encoding="utf-8")
-    (static / "app.js").write_text("console.log(1)", encoding="utf-8")
+    (static / "main.js").write_text("console.log(1)", encoding="utf-8")
     client = TestClient(create_app(job.settings(), static_dir=static))
     assert client.get("/").text == "<!doctype html><title>console</title>"
-    assert client.get("/static/app.js").text == "console.log(1)"
+    assert client.get("/static/main.js").text == "console.log(1)"
 
 
 def test_the_openapi_document_describes_every_route(job: Job) -> None:
