@@ -709,22 +709,31 @@ def test_the_page_and_its_static_files(job: Job, tmp_path: Path) -> None:
     static = tmp_path / "static"
     static.mkdir()
     (static / "index.html").write_text("<!doctype html><title>console</title>", encoding="utf-8")
-    (static / "app.js").write_text("console.log(1)", encoding="utf-8")
+    (static / "main.js").write_text("console.log(1)", encoding="utf-8")
     client = TestClient(create_app(job.settings(), static_dir=static))
     assert client.get("/").text == "<!doctype html><title>console</title>"
-    assert client.get("/static/app.js").text == "console.log(1)"
+    assert client.get("/static/main.js").text == "console.log(1)"
 
 
 def test_the_openapi_document_describes_every_route(job: Job) -> None:
     from fastapi.routing import APIRoute
 
-    from sparkcep.console import alerts_api, backtest_api, health_api, metrics_api, records_api, rules_api
+    from sparkcep.console import (
+        alerts_api,
+        backtest_api,
+        health_api,
+        metrics_api,
+        records_api,
+        rule_types_api,
+        rules_api,
+    )
+    from sparkcep.console.security import is_public
 
     app = create_app(job.settings())
     document = TestClient(app).get("/openapi.json").json()
     routers = (
         rules_api.router, rules_api.writes, backtest_api.router, alerts_api.router, health_api.router,
-        records_api.router, metrics_api.router, app,
+        records_api.router, metrics_api.router, rule_types_api.router, app,
     )  # fmt: skip
     served = {
         (method.lower(), route.path)
@@ -734,7 +743,7 @@ def test_the_openapi_document_describes_every_route(job: Job) -> None:
         for method in route.methods or ()
     }
     documented = {(method, path) for path, operations in document["paths"].items() for method in operations}
-    assert documented == served and len(served) == 17
+    assert documented == served and len(served) == 18
     assert document["security"] == [{"HTTPBearer": []}]
     schemas = document["components"]["schemas"]
     assert "HTTPValidationError" not in schemas  # every refusal is an ErrorResponse, FastAPI's own checks too
@@ -759,8 +768,9 @@ def test_the_openapi_document_describes_every_route(job: Job) -> None:
                 assert response["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorResponse"), where
         writes = method != "get"
         assert (operation.get("security") == [{"HTTPBearer": []}]) == writes, where
-        # Reads need the token too (the document's own "security"), except the page; a foreign Host gets 421.
-        assert (path != "/") == ({"401", "403"} <= set(operation["responses"])), where
+        # Reads need the token too (the document's own "security"), except the page and the rule types, which
+        # hold no data; a foreign Host gets 421.
+        assert (not is_public(path)) == ({"401", "403"} <= set(operation["responses"])), where
         assert "421" in operation["responses"], where
         if method in ("post", "put") and not path.endswith(("/pause", "/resume")):
             body = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"]

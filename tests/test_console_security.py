@@ -22,7 +22,8 @@ from test_console_api import AGGREGATE, AUTH, TOKEN, Job, job_alerts, serving
 
 from sparkcep.cli.console import DEFAULT_TOKEN_ENV
 from sparkcep.console import create_app
-from sparkcep.console.security import DOCS_CSP, PAGE_CSP
+from sparkcep.console.app import STATIC_DIR
+from sparkcep.console.security import DOCS_CSP, PAGE_CSP, is_public
 
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient` is deprecated")
@@ -60,7 +61,7 @@ def errors_of(answer: httpx.Response) -> list[dict[str, Any]]:
 
 def test_every_read_needs_the_token(job: Job) -> None:
     client = TestClient(create_app(job.settings()))
-    paths = [path for path in read_paths(client) if path != "/"]
+    paths = [path for path in read_paths(client) if not is_public(path)]
     assert {"/api/rules", "/api/rules/busy", "/api/alerts", "/api/alerts/stream", "/api/health"} <= set(paths)
     for path in paths:
         missing = client.get(path)
@@ -81,8 +82,8 @@ def test_every_read_needs_the_token(job: Job) -> None:
 
 def test_the_page_its_files_and_the_documentation_stay_public(job: Job) -> None:
     client = TestClient(create_app(job.settings()))
-    for path in ("/", "/static/app.js", "/static/app.css", "/docs", "/docs-assets/swagger-ui-bundle.js",
-                 "/openapi.json"):  # fmt: skip
+    for path in ("/", "/static/main.js", "/static/app.css", "/docs", "/docs-assets/swagger-ui-bundle.js",
+                 "/openapi.json", "/api/rule-types"):  # fmt: skip
         assert client.get(path).status_code == 200, path
     # Anything else needs the token before it is even looked up: no probing which paths exist.
     assert client.get("/api/no-such-thing").status_code == 401
@@ -166,7 +167,7 @@ def test_a_foreign_host_header_is_refused_before_anything_else(job: Job) -> None
     # A DNS-rebinding page: its name resolves to 127.0.0.1, its requests carry its own name.
     for host in ("evil.example:8765", "evil.example", "localhost:8766", "127.0.0.1", "localhost.evil.example:8765",
                  "127.0.0.1:8765@evil.example", ""):  # fmt: skip
-        for path in ("/api/rules", "/", "/openapi.json", "/static/app.js"):
+        for path in ("/api/rules", "/", "/openapi.json", "/static/main.js"):
             refused = client.get(path, headers={**AUTH, "Host": host})
             assert refused.status_code == 421, (host, path)
         [error] = errors_of(refused)
@@ -215,7 +216,7 @@ def test_every_answer_carries_the_security_headers(job: Job) -> None:
     client = TestClient(create_app(job.settings()))
     answers = {
         "page": client.get("/"),
-        "script": client.get("/static/app.js"),
+        "script": client.get("/static/main.js"),
         "read": client.get("/api/rules", headers=AUTH),
         "write": client.post("/api/validate", json={"rule": AGGREGATE}, headers=AUTH),
         "no token": client.get("/api/rules"),
@@ -278,11 +279,16 @@ def test_the_page_has_nothing_inline_that_the_policy_would_block(job: Job) -> No
     page = inline_parts(client.get("/").text)
     assert page.found == []
     assert all(url.startswith("/static/") or url.startswith("data:") for url in page.urls), page.urls
-    script = client.get("/static/app.js").text
-    # The script builds its elements with the DOM (no HTML strings with handlers), never evaluates text.
-    for forbidden in ("innerHTML", "outerHTML", "insertAdjacentHTML", "eval(", "new Function", "setAttribute('style'",
-                      "document.write", "new EventSource("):  # fmt: skip
-        assert forbidden not in script, forbidden
+    modules = sorted(path.name for path in STATIC_DIR.glob("*.js"))
+    assert "main.js" in modules and len(modules) > 1
+    for name in modules:
+        answer = client.get(f"/static/{name}")
+        # A module script is run only when served as JavaScript.
+        assert answer.headers["content-type"].split(";")[0] in ("text/javascript", "application/javascript"), name
+        # The scripts build their elements with the DOM (no HTML strings with handlers), never evaluate text.
+        for forbidden in ("innerHTML", "outerHTML", "insertAdjacentHTML", "eval(", "new Function",
+                          "setAttribute('style'", "document.write", "new EventSource("):  # fmt: skip
+            assert forbidden not in answer.text, (name, forbidden)
 
 
 # -- /docs offline --------------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 The toy type here, "count", emits an event every N events of a key. It is defined in this file and registered
 for the duration of a test only; nothing in the package names it, yet rule files, the pure core, the stores'
-summaries and the command line all handle it.
+summaries and the command line all handle it (and the stores' pauses and clears, descriptions of changes, the
+console's API and page: tests/test_rule_registry_reach.py and tests/test_rule_registry_browser.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from sparkcep.errors import RuleError, SparkcepError
 from sparkcep.ids import output_id
 from sparkcep.oracle import evaluate
 from sparkcep.rules.base import RuleVersion, shown_names
+from sparkcep.rules.form import RuleForm
 from sparkcep.rules.model import load_rules, parse_rules, rule_keys
 from sparkcep.rules.registry import BUILT_IN, RuleType, find_rule_type, register, registered, rule_types
 from sparkcep.store import open_store, summary_sentence
@@ -43,6 +45,7 @@ class CountRule(RuleVersion):
     event_types_: tuple[str, ...] = Field(alias="event_types", min_length=1)
     every: int = Field(ge=1)
     output_event: str
+    restart: bool = False  # this version starts counting from zero (its clear_state_field)
 
     @property
     def event_types(self) -> tuple[str, ...]:
@@ -98,15 +101,6 @@ def count_summary(rule: Mapping[str, Any]) -> str:
     return f"per {rule.get('key')}, {rule.get('output_event')} every {rule.get('every')} {types} events"
 
 
-# The one registry entry.
-COUNT = RuleType(
-    name="count",
-    model=CountRule,
-    logic=CountLogic,
-    key_fields=lambda rule: (rule.key,),
-    summary=count_summary,
-)
-
 EVERY_THIRD = {
     "id": "every-third-track",
     "type": "count",
@@ -115,6 +109,24 @@ EVERY_THIRD = {
     "every": 3,
     "output_event": "THIRD_TRACK",
 }
+
+# The one registry entry.
+COUNT = RuleType(
+    name="count",
+    model=CountRule,
+    logic=CountLogic,
+    key_fields=lambda rule: (rule.key,),
+    summary=count_summary,
+    clear_state_field="restart",
+    controlled=True,
+    output_field="output_event",
+    shown_values={"every": lambda value: f"{value} events"},
+    form=RuleForm(
+        template=EVERY_THIRD,
+        required=("type", "id", "key", "event_types", "every", "output_event"),
+        help={"every": "how many events of a key make one output event", "restart": "count from zero again"},
+    ),
+)
 
 
 @pytest.fixture

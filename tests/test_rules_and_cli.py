@@ -126,6 +126,7 @@ def test_missing_java_fails_with_an_install_hint(tmp_path: Path) -> None:
 
 def test_public_api_is_what_we_export_on_purpose() -> None:
     assert sorted(sparkcep.__all__) == [
+        "AggregateRule",
         "BatchResult",
         "BucketState",
         "CheckpointMismatch",
@@ -138,6 +139,7 @@ def test_public_api_is_what_we_export_on_purpose() -> None:
         "InactivityRule",
         "InputSpec",
         "LocalRunner",
+        "PatternRule",
         "Program",
         "RuleError",
         "RuleSet",

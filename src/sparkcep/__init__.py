@@ -19,7 +19,11 @@ from sparkcep.errors import (
     RuleError,
     SparkcepError,
 )
-from sparkcep.rules.model import CompletionRule, InactivityRule, InputSpec, RuleSet, load_rules, parse_rules
+from sparkcep.rules.aggregate import AggregateRule
+from sparkcep.rules.completion import CompletionRule
+from sparkcep.rules.inactivity import InactivityRule
+from sparkcep.rules.model import InputSpec, RuleSet, load_rules, parse_rules
+from sparkcep.rules.pattern import PatternRule
 
 __version__ = "0.1.0"
 
@@ -37,6 +41,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AggregateRule",
     "BatchResult",
     "BucketState",
     "CheckpointMismatch",
@@ -49,6 +54,7 @@ __all__ = [
     "InactivityRule",
     "InputSpec",
     "LocalRunner",
+    "PatternRule",
     "Program",
     "RuleError",
     "RuleSet",

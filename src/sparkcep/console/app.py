@@ -8,7 +8,7 @@ from fastapi import FastAPI
 from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from . import alerts_api, backtest_api, health_api, metrics_api, records_api, rules_api
+from . import alerts_api, backtest_api, health_api, metrics_api, records_api, rule_types_api, rules_api
 from .context import Console
 from .docs_page import add_docs
 from .errors import install_handlers
@@ -59,6 +59,7 @@ def create_app(settings: ConsoleSettings, static_dir: Path = STATIC_DIR) -> Fast
         app.include_router(router)
     app.include_router(records_api.router)
     app.include_router(metrics_api.router)
+    app.include_router(rule_types_api.router)
 
     @app.get("/", tags=["page"], summary="The web page", response_class=HTMLResponse)
     def index() -> Response:

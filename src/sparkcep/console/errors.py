@@ -17,14 +17,13 @@ from fastapi.responses import JSONResponse
 from sparkcep.cep.pattern_error import PatternError
 from sparkcep.errors import RuleError, SparkcepError
 from sparkcep.rules.messages import problem
+from sparkcep.rules.registry import find_rule_type
 from sparkcep.store.records import StoreError
 
 from .schemas import ErrorItem
 
 _STAGE = re.compile(r"(?:stage '.*' \()?(stages\[\d+\])\)?")
 _INDEX = re.compile(r"\.(\d+)(?=\.|$)")
-# How rules/model.py names an output name it refuses, per rule type.
-_OUTPUT_FIELDS = {"aggregate": "output_event", "pattern": "output.event_type"}
 
 
 class ApiError(Exception):
@@ -70,7 +69,9 @@ def rule_path(field: str, rule: dict[str, Any] | None = None) -> str:
         where, _, name = field.removeprefix("pattern: ").rpartition(", ")
         return pattern_path(where, name)
     if field == "output event" and rule is not None:
-        return _OUTPUT_FIELDS.get(str(rule.get("type")), field)
+        # rules/model.py says "output event" for any type; the registry knows where a type names its one output
+        rule_type = find_rule_type(rule.get("type"))
+        return field if rule_type is None or rule_type.output_field is None else rule_type.output_field
     return _INDEX.sub(r"[\1]", field)
 
 

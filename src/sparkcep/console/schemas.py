@@ -90,6 +90,23 @@ class ValidateResponse(BaseModel):
     sentence: str | None = Field(description="the rule in English, when it validates")
 
 
+class RuleTypeInfo(BaseModel):
+    """One rule type as the page's rule editor shows it (its ``form`` in sparkcep.rules.registry)."""
+
+    name: str = Field(description="the rule's 'type'")
+    template: dict[str, Any] | None = Field(default=None, description="a whole valid rule to start from")
+    required: list[str] = Field(default_factory=list, description="top-level fields a version must have")
+    required_with: dict[str, list[str]] = Field(
+        default_factory=dict, description="field -> the required fields instead, when a draft gives that field"
+    )
+    help: dict[str, str] = Field(default_factory=dict, description="field -> what it means, for this type")
+
+
+class RuleTypes(BaseModel):
+    types: list[RuleTypeInfo]
+    help: dict[str, str] = Field(description="help for the fields every rule type has")
+
+
 class BacktestRequest(BaseModel):
     rule: dict[str, Any] = Field(description="a draft: a full definition, or changes to a rule in the store")
     since: str | int | None = Field(default=None, description="first event time included (ISO-8601 or epoch ms)")

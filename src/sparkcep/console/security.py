@@ -2,8 +2,8 @@
 
 One ASGI middleware instead of a dependency per route, so that a route added later (``/metrics`` served by
 another ASGI app, say) is guarded without anyone remembering to: everything needs the token unless it is listed
-in :data:`PUBLIC_PATHS` / :data:`PUBLIC_PREFIXES` (the page's files and the API documentation, which hold no
-data), or it is a read and the console runs with ``--public-read``.
+in :data:`PUBLIC_PATHS` / :data:`PUBLIC_PREFIXES` (the page's files, the API documentation and the rule types,
+which hold no data), or it is a read and the console runs with ``--public-read``.
 
 The Host check defends against DNS rebinding: a web page on ``evil.example`` whose name is made to resolve to
 127.0.0.1 reaches the console from the operator's browser, but its requests carry ``Host: evil.example``. The
@@ -26,7 +26,8 @@ from .auth import token_refusal
 from .errors import ApiError
 from .settings import ConsoleSettings
 
-PUBLIC_PATHS = frozenset({"/", "/docs", "/openapi.json", "/favicon.ico"})
+# /api/rule-types describes the software (the rule editor's templates and help), not the job: like /openapi.json.
+PUBLIC_PATHS = frozenset({"/", "/docs", "/openapi.json", "/favicon.ico", "/api/rule-types"})
 PUBLIC_PREFIXES = ("/static/", "/docs-assets/")
 READ_METHODS = frozenset({"GET", "HEAD"})
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from sparkcep.errors import RuleError
 from sparkcep.rules.base import DurationMs, RuleVersion, TypeAndIdFirst, shown_duration, shown_names
+from sparkcep.rules.form import RuleForm
 from sparkcep.rules.messages import refused
 from sparkcep.timeutil import format_duration
 
@@ -291,3 +292,42 @@ def aggregate_summary(rule: Mapping[str, Any]) -> str:
     if rule.get("output_event", "ALERT") != "ALERT":
         text += f", emits {rule['output_event']}"
     return text
+
+
+# The console's editor (the template is taken from examples/fraud.rules.json). The demo form's fields have help
+# too: a draft in that form (with "ruleId") is converted to an aggregate rule.
+AGGREGATE_FORM = RuleForm(
+    template={
+        "type": "aggregate",
+        "id": "large-wire-beneficiary",
+        "group_by": ["beneficiaryId"],
+        "function": "AVG",
+        "field": "paymentAmount",
+        "operator": ">",
+        "limit": "20000",
+        "window": "30m",
+        "filter": "paymentType in ('WIRE', 'INSTANT')",
+        "output_event": "WIRE_ALERT",
+    },
+    required=("type", "id", "group_by", "function", "operator", "limit", "window"),
+    help={
+        "group_by": "fields whose values make the key of each window",
+        "function": "SUM, AVG, MIN, MAX or COUNT",
+        "field": "the numeric field aggregated (not for COUNT)",
+        "operator": "comparison with the limit: > >= < <= = !=",
+        "limit": "the threshold (exact decimal)",
+        "window": "sliding window length, e.g. 30m, 24h",
+        "filter": "expression an event must satisfy to count",
+        "event_types": "event types the rule reads (default: all)",
+        "output_event": "event type of the alerts",
+        "resolution": "window resolution (bucketing), e.g. 1s",
+        "clear_state": "start this version with empty windows",
+        "ruleId": "Flink demo form: numeric id",
+        "groupingKeyNames": "Flink demo form: key fields",
+        "aggregateFieldName": "Flink demo form: aggregated field",
+        "aggregatorFunctionType": "Flink demo form: SUM, AVG, MIN, MAX",
+        "limitOperatorType": "Flink demo form: GREATER, LESS…",
+        "windowMinutes": "Flink demo form: window in minutes",
+        "ruleState": "Flink demo form: ACTIVE, PAUSE, DELETE",
+    },
+)

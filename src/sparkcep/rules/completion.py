@@ -18,6 +18,7 @@ from pydantic import Field
 
 from sparkcep.errors import RuleError
 from sparkcep.rules.base import DurationMs, RuleVersion, shown_duration
+from sparkcep.rules.form import RuleForm
 from sparkcep.timeutil import format_duration
 
 
@@ -67,3 +68,44 @@ def completion_summary(rule: Mapping[str, Any]) -> str:
 
 def completion_detail(rule: CompletionRule) -> str:
     return f", key {rule.key}, deadline {format_duration(rule.deadline_ms)}"
+
+
+# The console's editor (taken from examples/orders.rules.json).
+COMPLETION_FORM = RuleForm(
+    template={
+        "type": "completion",
+        "id": "order-fulfilment",
+        "key": "order_number",
+        "start_event": "ORDER_CREATED",
+        "step_event": "PARCEL_SHIPPED",
+        "distinct_by": "parcel_id",
+        "count_field": "parcels_to_ship",
+        "deadline": "7d",
+        "completed_event": "ALL_PARCELS_SHIPPED",
+        "timeout_event": "THRESHOLD_EXCEEDED",
+        "progress_field": "parcels_shipped",
+    },
+    required=(
+        "type",
+        "id",
+        "key",
+        "start_event",
+        "step_event",
+        "distinct_by",
+        "count_field",
+        "deadline",
+        "completed_event",
+        "timeout_event",
+    ),
+    help={
+        "key": "the field whose value names one process (e.g. an order number)",
+        "start_event": "event type that starts a process and says how many steps complete it",
+        "step_event": "event type of one step",
+        "distinct_by": "field of a step event that tells steps apart (a repeated step counts once)",
+        "count_field": "field of the start event: the number of distinct steps that complete the process",
+        "deadline": "time from the start event to the verdict, e.g. 7d",
+        "completed_event": "event type emitted when enough steps arrive in time",
+        "timeout_event": "event type emitted at the deadline otherwise",
+        "progress_field": "field of the output that counts the steps seen",
+    },
+)

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from sparkcep.rules.base import DurationMs, RuleVersion, shown_duration, shown_names
+from sparkcep.rules.form import RuleForm
 from sparkcep.timeutil import format_duration
 
 
@@ -48,3 +49,25 @@ def inactivity_summary(rule: Mapping[str, Any]) -> str:
 
 def inactivity_detail(rule: InactivityRule) -> str:
     return f", key {rule.key}, timeout {format_duration(rule.timeout_ms)}"
+
+
+# The console's editor (taken from examples/devices.rules.json).
+INACTIVITY_FORM = RuleForm(
+    template={
+        "type": "inactivity",
+        "id": "device-offline",
+        "key": "device_id",
+        "event_types": ["TRACK"],
+        "timeout": "30m",
+        "offline_event": "DEVICE_OFFLINE",
+        "online_event": "DEVICE_ONLINE",
+    },
+    required=("type", "id", "key", "event_types", "timeout", "offline_event", "online_event"),
+    help={
+        "key": "the field whose value names one sender (e.g. a device id)",
+        "event_types": "event types that show a key is alive",
+        "timeout": "event time without events before a key goes offline, e.g. 30m",
+        "offline_event": "event type emitted when a key goes offline",
+        "online_event": "event type emitted when an offline key sends again",
+    },
+)

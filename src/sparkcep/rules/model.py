@@ -36,15 +36,13 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field, GetCoreSchemaHandler, ValidationError
 from pydantic_core import CoreSchema, ErrorDetails
 
-from sparkcep.arrival import ARRIVAL, PROCTIME, is_arrival, orders_by_arrival
 from sparkcep.errors import RuleError, Verbatim
-from sparkcep.rules.aggregate import DemoRule
 from sparkcep.rules.base import Frozen, RuleVersion
 from sparkcep.rules.completion import CompletionRule
 from sparkcep.rules.documents import read_document_file
 from sparkcep.rules.inactivity import InactivityRule
 from sparkcep.rules.messages import field_path, json_syntax_error, model_at, problem, shown
-from sparkcep.rules.registry import find_rule_type, rule_type_of, rule_types, when_changed
+from sparkcep.rules.registry import demo_type, find_rule_type, rule_type_of, rule_types, when_changed
 
 __all__ = [  # the rule models moved to a module per type; importing them from here still works
     "MAX_NAME_LENGTH",
@@ -158,39 +156,20 @@ def _check_semantics(rules: RuleSet) -> None:
             if not field_name:
                 raise RuleError(rule.id, "key", "a non-empty field name", field_name)
         _check_outputs(rule, outputs)
-        _check_sql_time(rule, rules.input.time_field)
+        if rule_type.check_input is not None:
+            rule_type.check_input(rule, rules.input)
         if len(set(rule.output_types)) != len(rule.output_types):
             raise RuleError(rule.id, "output event", "two different output names", rule.output_types)
 
 
-def _check_sql_time(rule: AnyRule, time_field: str) -> None:
-    """A MATCH_RECOGNIZE query orders by the input's time: its ORDER BY column must be the input's time field, or
-    ``proctime`` when that is arrival time (sparkcep.arrival)."""
-    sql = getattr(rule, "sql", None)
-    if sql is None:
-        return
-    from sparkcep.cep.sql import compile_match_recognize  # cep is heavier than the rule model
-
-    ordered_by = compile_match_recognize(sql, getattr(rule, "pattern_options", None)).time_field
-    assert ordered_by is not None
-    if ordered_by == time_field or (is_arrival(time_field) and orders_by_arrival(ordered_by)):
-        return
-    if is_arrival(time_field):
-        expected = f"ORDER BY {PROCTIME} (the input's time is arrival time: time_field {ARRIVAL!r})"
-    elif orders_by_arrival(ordered_by):
-        expected = (
-            f"ORDER BY {time_field} (the input's time field; ORDER BY {PROCTIME} needs input time_field {ARRIVAL!r})"
-        )
-    else:
-        expected = f"ORDER BY {time_field} (the input's time field; events are matched in event-time order)"
-    raise RuleError(rule.id, "sql, clause ORDER BY", expected, f"ORDER BY {ordered_by}")
-
-
 def _from_demo_form(raw: dict[str, Any]) -> dict[str, Any]:
-    """Convert entries written in the fraud-detection demo's form (they carry ``ruleId``) to sparkcep's form."""
+    """Convert entries written in the fraud-detection demo's form (they carry ``ruleId``) to sparkcep's form (the
+    rule type with a ``demo_form`` in the registry)."""
     items = raw.get("rules")
-    if not isinstance(items, list):
+    target = demo_type()
+    if not isinstance(items, list) or target is None or target.demo_form is None:
         return raw
+    demo_form = target.demo_form
     converted: list[Any] = []
     seen: dict[int, int] = {}
     for index, item in enumerate(items):
@@ -199,10 +178,10 @@ def _from_demo_form(raw: dict[str, Any]) -> dict[str, Any]:
             continue
         label = str(item["ruleId"]) if isinstance(item["ruleId"], int) else f"#{index + 1}"
         try:
-            demo = DemoRule.model_validate(item)
+            demo = demo_form.model_validate(item)
         except ValidationError as exc:
             first = exc.errors()[0]
-            expected, got = problem(first, model_at(DemoRule, tuple(first["loc"])))
+            expected, got = problem(first, model_at(demo_form, tuple(first["loc"])))
             raise RuleError(label, field_path(first["loc"]), expected, got) from None
         if demo.ruleState == "CONTROL":
             expected = (

@@ -24,12 +24,15 @@ from pydantic import (
     model_validator,
 )
 
+from sparkcep.arrival import ARRIVAL, PROCTIME, is_arrival, orders_by_arrival
 from sparkcep.errors import RuleError, SparkcepError
 from sparkcep.rules.base import RuleVersion, TypeAndIdFirst, shown_names
+from sparkcep.rules.form import RuleForm
 from sparkcep.timeutil import format_duration
 
 if TYPE_CHECKING:
     from sparkcep.cep.spec import StageSpec
+    from sparkcep.rules.model import InputSpec
 
 _OUTPUT_SAFE = re.compile(r"[^A-Za-z0-9_]+")
 
@@ -226,3 +229,62 @@ def _stage(stage: StageSpec, first: bool) -> str:
 
 def pattern_detail(rule: PatternRule) -> str:
     return f", key {', '.join(rule.key)}, stages {', '.join(stage['name'] for stage in rule.pattern['stages'])}"
+
+
+def check_pattern_time(rule: PatternRule, input_spec: InputSpec) -> None:
+    """A MATCH_RECOGNIZE query orders by the input's time: its ORDER BY column must be the input's time field, or
+    ``proctime`` when that is arrival time (sparkcep.arrival)."""
+    if rule.sql is None:
+        return
+    from sparkcep.cep.sql import compile_match_recognize  # cep is heavier than the rule model
+
+    time_field = input_spec.time_field
+    ordered_by = compile_match_recognize(rule.sql, rule.pattern_options).time_field
+    assert ordered_by is not None
+    if ordered_by == time_field or (is_arrival(time_field) and orders_by_arrival(ordered_by)):
+        return
+    if is_arrival(time_field):
+        expected = f"ORDER BY {PROCTIME} (the input's time is arrival time: time_field {ARRIVAL!r})"
+    elif orders_by_arrival(ordered_by):
+        expected = (
+            f"ORDER BY {time_field} (the input's time field; ORDER BY {PROCTIME} needs input time_field {ARRIVAL!r})"
+        )
+    else:
+        expected = f"ORDER BY {time_field} (the input's time field; events are matched in event-time order)"
+    raise RuleError(rule.id, "sql, clause ORDER BY", expected, f"ORDER BY {ordered_by}")
+
+
+# The console's editor (the template is taken from examples/patterns.rules.json).
+PATTERN_FORM = RuleForm(
+    template={
+        "type": "pattern",
+        "id": "small-then-large",
+        "key": ["card_id"],
+        "event_types": ["PAYMENT"],
+        "pattern": {
+            "stages": [
+                {"name": "small", "where": "amount < 5"},
+                {"name": "large", "contiguity": "followed_by", "where": "amount > 100 * last(small).amount"},
+            ],
+            "within": "10m",
+            "skip": "SKIP_PAST_LAST_EVENT",
+        },
+        "output": {
+            "event_type": "SMALL_THEN_LARGE",
+            "timeout_event_type": "SMALL_NOT_FOLLOWED",
+            "measures": {"small": "first(small).amount", "large": "first(large).amount"},
+        },
+    },
+    required=("type", "id", "key", "pattern"),
+    # A pattern written as MATCH_RECOGNIZE derives key and pattern from its query.
+    required_with={"sql": ("type", "id", "sql")},
+    help={
+        "event_types": "event types the rule reads (default: all)",
+        "key": "fields whose values partition the matches",
+        "pattern": "stages (name, where, contiguity, times…), within, skip",
+        "sql": "a MATCH_RECOGNIZE query instead of key, pattern and measures",
+        "pattern_options": "with sql: max_partial_matches or unbounded",
+        "output": "event_type, timeout_event_type and measures",
+        "on_new_version": "drop or finish partial matches on a new version",
+    },
+)

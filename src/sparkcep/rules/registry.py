@@ -2,8 +2,11 @@
 
 Its model (the pydantic class of one version, whose ``type`` is the entry's name), the logic that runs it, how
 its key fields are found, how it is described, the checks of a version beyond its fields and what it shares
-with other rules. Reading rule files (the union of the models, told apart by ``type``), the engine, the stores,
-the command line and the console all ask this table; none of them names a rule type.
+with other rules; and what the stores, descriptions and the console need: how a pause or a clear of state is
+written, how field values are shown, where an output name is, and the console's form (a template, the required
+fields, help per field). Reading rule files (the union of the models, told apart by ``type``), the engine, the
+stores, the command line and the console (``GET /api/rule-types`` and the page) all ask this table; none of them
+names a rule type.
 
 Adding a rule type is one entry here plus its own files: the model (``rules/<type>.py``) and the logic
 (``core/<type>.py``, a :class:`sparkcep.core.logic.RuleLogic`). The logic is named by its import path, as
@@ -15,14 +18,38 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar, get_args, get_origin
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, get_args, get_origin
 
-from sparkcep.rules.aggregate import AggregateRule, aggregate_summary, check_aggregate
-from sparkcep.rules.base import RuleVersion
-from sparkcep.rules.completion import CompletionRule, check_completion, completion_detail, completion_summary
-from sparkcep.rules.inactivity import InactivityRule, inactivity_detail, inactivity_summary
-from sparkcep.rules.pattern import PatternRule, check_pattern_rule, pattern_detail, pattern_summary
+from sparkcep.rules.aggregate import (
+    AGGREGATE_FORM,
+    AggregateRule,
+    DemoRule,
+    aggregate_summary,
+    check_aggregate,
+    shown_number,
+)
+from sparkcep.rules.base import RuleVersion, shown_duration
+from sparkcep.rules.completion import (
+    COMPLETION_FORM,
+    CompletionRule,
+    check_completion,
+    completion_detail,
+    completion_summary,
+)
+from sparkcep.rules.form import RuleForm
+from sparkcep.rules.inactivity import INACTIVITY_FORM, InactivityRule, inactivity_detail, inactivity_summary
+from sparkcep.rules.pattern import (
+    PATTERN_FORM,
+    PatternRule,
+    check_pattern_rule,
+    check_pattern_time,
+    pattern_detail,
+    pattern_summary,
+)
+
+if TYPE_CHECKING:
+    from sparkcep.rules.model import InputSpec
 
 R = TypeVar("R", bound=RuleVersion)
 
@@ -50,6 +77,25 @@ class RuleType(Generic[R]):
     shares_outputs: bool = False
     # Stored before rules had versions: a stored entry without ``effective_from`` is version 1 from the start.
     recorded_unversioned: bool = False
+    # Checks of a version against the rule file's input settings (e.g. the time field); raise RuleError.
+    check_input: Callable[[R, InputSpec], None] | None = None
+    # The boolean field by which a version starts with empty state (None: the type has no such choice). A pause,
+    # resume or delete, a stand-in for an unreadable version and an update giving only some fields write it as
+    # false: they change the rule, not what it has counted so far.
+    clear_state_field: str | None = None
+    # The fraud-detection demo's CONTROL rules act on rules of this type: DELETE_RULES_ALL deletes them and
+    # CLEAR_STATE_ALL gives each active one a version with ``clear_state_field`` true.
+    controlled: bool = False
+    # The fraud-detection demo's form of a version (an entry with ``ruleId``), converted to this type.
+    demo_form: type[DemoRule] | None = None
+    # Where a version names its one output, as a path in its JSON form (the console marks that field when the
+    # name is refused); None when it has several (the refusal names the "output event").
+    output_field: str | None = None
+    # How descriptions of a change show a field's value read from the JSON form (durations as "7d", numbers in
+    # their canonical text); other fields are shown as they are.
+    shown_values: Mapping[str, Callable[[Any], str]] = field(default_factory=dict)
+    # What the console's rule editor shows for the type (None: no template or help).
+    form: RuleForm | None = None
 
     def describe(self, rule: R) -> str:
         """What ``sparkcep rules validate`` prints after a version's type, number and state."""
@@ -67,6 +113,8 @@ COMPLETION = RuleType(
     detail=completion_detail,
     check=check_completion,
     recorded_unversioned=True,
+    shown_values={"deadline": shown_duration},
+    form=COMPLETION_FORM,
 )
 INACTIVITY = RuleType(
     name="inactivity",
@@ -76,6 +124,8 @@ INACTIVITY = RuleType(
     summary=inactivity_summary,
     detail=inactivity_detail,
     recorded_unversioned=True,
+    shown_values={"timeout": shown_duration},
+    form=INACTIVITY_FORM,
 )
 AGGREGATE = RuleType(
     name="aggregate",
@@ -85,6 +135,12 @@ AGGREGATE = RuleType(
     summary=aggregate_summary,
     check=check_aggregate,
     shares_outputs=True,  # several aggregate rules raise "ALERT"
+    clear_state_field="clear_state",
+    controlled=True,
+    demo_form=DemoRule,
+    output_field="output_event",
+    shown_values={"window": shown_duration, "limit": shown_number},
+    form=AGGREGATE_FORM,
 )
 PATTERN = RuleType(
     name="pattern",
@@ -95,6 +151,9 @@ PATTERN = RuleType(
     detail=pattern_detail,
     check=check_pattern_rule,
     logic_input=("type_field",),
+    check_input=check_pattern_time,
+    output_field="output.event_type",
+    form=PATTERN_FORM,
 )
 # In this order in error messages ("type 'completion', 'inactivity', 'aggregate' or 'pattern'").
 BUILT_IN: tuple[RuleType[Any], ...] = (COMPLETION, INACTIVITY, AGGREGATE, PATTERN)
@@ -118,6 +177,11 @@ def rule_type_of(rule: RuleVersion) -> RuleType[Any]:
     return _TYPES[rule.type]
 
 
+def demo_type() -> RuleType[Any] | None:
+    """The rule type that the fraud-detection demo's form converts to (None when no type has one)."""
+    return next((rule_type for rule_type in _TYPES.values() if rule_type.demo_form is not None), None)
+
+
 def register(rule_type: RuleType[Any]) -> None:
     """Add a rule type: rule files may use it from now on."""
     if rule_type.name in _TYPES:
@@ -127,6 +191,8 @@ def register(rule_type: RuleType[Any]) -> None:
     annotation = rule_type.model.model_fields["type"].annotation
     if get_origin(annotation) is not Literal or get_args(annotation) != (rule_type.name,):
         raise TypeError(f"the model of rule type {rule_type.name!r} must declare type: Literal[{rule_type.name!r}]")
+    if rule_type.demo_form is not None and demo_type() is not None:
+        raise ValueError(f"rule type {rule_type.name!r}: the demo's form already converts to another rule type")
     _TYPES[rule_type.name] = rule_type
     _changed()
 

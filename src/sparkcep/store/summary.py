@@ -7,17 +7,14 @@ durations and limits written either as numbers or as text, so they also describe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sparkcep.errors import SparkcepError
-from sparkcep.rules.aggregate import shown_number
-from sparkcep.rules.base import shown_duration, shown_names
+from sparkcep.rules.base import shown_names
 from sparkcep.rules.model import parse_rules
-from sparkcep.rules.registry import find_rule_type
+from sparkcep.rules.registry import find_rule_type, rule_types
 from sparkcep.store.versions import definition
-
-_DURATION_FIELDS = ("window", "deadline", "timeout")
 
 
 def summary_sentence(rule_json: Mapping[str, Any]) -> str:
@@ -52,16 +49,29 @@ def describe_diff(before: Mapping[str, Any] | None, after: Mapping[str, Any]) ->
     changes = definition_diff(before, after)
     if not changes:
         return "same definition"
-    return "; ".join(f"{key} {_shown(key, old)} -> {_shown(key, new)}" for key, (old, new) in changes.items())
+    shown = _shown_values(after.get("type"))
+    return "; ".join(
+        f"{key} {_shown(shown, key, old)} -> {_shown(shown, key, new)}" for key, (old, new) in changes.items()
+    )
 
 
-def _shown(key: str, value: Any) -> str:
+def _shown_values(kind: object) -> Mapping[str, Callable[[Any], str]]:
+    """How the rule type ``kind`` shows its fields' values (the registry's ``shown_values``); for a type no longer
+    registered, as any registered type shows a field of that name."""
+    rule_type = find_rule_type(kind)
+    if rule_type is not None:
+        return rule_type.shown_values
+    merged: dict[str, Callable[[Any], str]] = {}
+    for each in rule_types():
+        merged.update(each.shown_values)
+    return merged
+
+
+def _shown(shown: Mapping[str, Callable[[Any], str]], key: str, value: Any) -> str:
     if value is None:
         return "none"
-    if key in _DURATION_FIELDS:
-        return shown_duration(value)
-    if key == "limit":
-        return shown_number(value)
+    if key in shown:
+        return shown[key](value)
     if isinstance(value, list | tuple):
         return "[" + shown_names(value) + "]"
     return str(value)

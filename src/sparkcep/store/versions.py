@@ -13,6 +13,7 @@ from typing import Any
 
 from sparkcep.errors import RuleError
 from sparkcep.rules.model import InputSpec, RuleSet, parse_rules
+from sparkcep.rules.registry import find_rule_type
 from sparkcep.store.records import Snapshot, StoredVersion
 
 # Set by the store for every version, so they are not part of what a rule "is".
@@ -299,10 +300,24 @@ def _version_error(input_spec: InputSpec, version: StoredVersion, previous: Stor
     return None
 
 
+def _keeping_state(rule: dict[str, Any], rule_type: object) -> dict[str, Any]:
+    """``rule`` set to keep what its rule has counted, for a type whose versions may clear it (the registry's
+    ``clear_state_field``): a change of state or of some fields is not a request to start over."""
+    found = find_rule_type(rule_type)
+    if found is not None and found.clear_state_field is not None:
+        rule[found.clear_state_field] = False
+    return rule
+
+
+def _controlled(version: StoredVersion) -> bool:
+    """Whether the fraud-detection demo's CONTROL rules act on the rule of ``version`` (the registry's
+    ``controlled``); the type is read from the record itself, which may be unreadable."""
+    found = find_rule_type(version.rule.get("type"))
+    return found is not None and found.controlled
+
+
 def _held_paused(previous: StoredVersion, version: StoredVersion) -> StoredVersion:
-    rule = {**previous.rule, "state": "PAUSE"}
-    if previous.rule_type == "aggregate":
-        rule["clear_state"] = False
+    rule = _keeping_state({**previous.rule, "state": "PAUSE"}, previous.rule_type)
     return StoredVersion.create(
         version.seq, rule, version.effective_from_ms, version.recorded_at, version.author, version.version
     )
@@ -333,9 +348,7 @@ def transition(latest: StoredVersion, state: str) -> Entry:
     allowed, expected = _TRANSITIONS[state]
     if latest.state not in allowed:
         raise RuleError(latest.rule_id, "state", expected, latest.state)
-    rule = {**latest.rule, "state": state}
-    if latest.rule_type == "aggregate":
-        rule["clear_state"] = False
+    rule = _keeping_state({**latest.rule, "state": state}, latest.rule_type)
     return Entry(rule, pending=True, given_version=None)
 
 
@@ -394,8 +407,8 @@ def merged_update(latest: StoredVersion, changes: dict[str, Any]) -> dict[str, A
         raise RuleError(latest.rule_id, "id", f"{latest.rule_id!r} (ids cannot be changed)", changes["id"])
     # A new version starts ACTIVE and waits for the job's next batch unless the changes say otherwise.
     base = {} if "type" in changes else definition(latest.rule)
-    if not changes.get("type") and latest.rule_type == "aggregate":
-        base["clear_state"] = False
+    if not changes.get("type"):
+        base = _keeping_state(base, latest.rule_type)
     return {**base, **changes, "id": latest.rule_id}
 
 
@@ -422,11 +435,12 @@ def control_entries(snapshot: Snapshot, control_type: str) -> list[Entry]:
             if v.rule_id in running
             else tombstone(v, "DELETE", reasons.get(v.rule_id))
             for v in latest
-            if v.rule.get("type") == "aggregate" and v.state != "DELETE"
+            if _controlled(v) and v.state != "DELETE"
         ]
-    # CLEAR_STATE_ALL: same definition, a new version that starts with empty windows when it takes effect.
-    return [
-        Entry({**v.rule, "clear_state": True}, pending=True, given_version=None)
-        for v in running.values()
-        if v.rule_type == "aggregate" and v.state == "ACTIVE"
-    ]
+    # CLEAR_STATE_ALL: same definition, a new version that starts with empty state when it takes effect.
+    entries = []
+    for v in running.values():
+        found = find_rule_type(v.rule_type)
+        if found is not None and found.controlled and found.clear_state_field is not None and v.state == "ACTIVE":
+            entries.append(Entry({**v.rule, found.clear_state_field: True}, pending=True, given_version=None))
+    return entries
