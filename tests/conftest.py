@@ -11,6 +11,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+# This checkout's sources first, in the test process and in every Python process it starts (Spark's workers, the
+# command line in a subprocess): a second checkout of the repository (a git worktree) sharing one virtualenv
+# then tests its own code, not the code the virtualenv's editable install points at.
+_SRC = str(Path(__file__).resolve().parents[1] / "src")
+sys.path.insert(0, _SRC)
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_SRC, os.environ.get("PYTHONPATH")]))
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
