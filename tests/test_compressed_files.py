@@ -30,7 +30,7 @@ from sparkcep.io.file_lag import FileLag
 from sparkcep.io.file_plan import FileOffsets
 from sparkcep.io.file_reader import FilesStreamReader, ReaderOptions, list_directory
 from sparkcep.io.kafka.produce import ProduceError, input_lines
-from sparkcep.io.storage import location
+from sparkcep.storage import location
 from sparkcep.outputs import canonical, read_all_outputs, read_jsonl_dir
 from sparkcep.rules.model import load_rules
 

@@ -27,7 +27,7 @@ from sparkcep.console import ConsoleSettings, create_app
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
 from sparkcep.io.files import FileSource
-from sparkcep.io.storage import Location
+from sparkcep.storage import Location
 from sparkcep.outputs import BatchMetrics, key_text, read_metrics
 from sparkcep.rules.model import parse_rules
 from sparkcep.spark.runner import Pipeline, RunConfig

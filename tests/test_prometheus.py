@@ -33,7 +33,7 @@ from sparkcep.errors import EnvironmentProblem
 from sparkcep.io.kafka.writer import KafkaBatchWriter
 from sparkcep.io.lag import SourceLag
 from sparkcep.io.postgres import PostgresAlertStore
-from sparkcep.io.storage import location
+from sparkcep.storage import location
 from sparkcep.jobstatus import LOST_AFTER_S, StatusFile
 from sparkcep.metrics_files import RECHECK, MetricsReader
 from sparkcep.outputs import BatchMetrics

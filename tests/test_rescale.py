@@ -23,7 +23,7 @@ from sparkcep.cli.status_report import job_report
 from sparkcep.diagnose import check_checkpoint_complete
 from sparkcep.errors import CheckpointIncomplete
 from sparkcep.io.files import FileSource
-from sparkcep.io.storage import location
+from sparkcep.storage import location
 from sparkcep.rules.model import load_rules
 from sparkcep.run_summary import RunSummary
 from sparkcep.simulate import generate_orders

@@ -19,7 +19,7 @@ from sparkcep.core.program import Program
 from sparkcep.io.file_lag import FileLag
 from sparkcep.io.file_plan import FileOffsets, Listed, line_pieces
 from sparkcep.io.lag import lag_totals
-from sparkcep.io.storage import location
+from sparkcep.storage import location
 from sparkcep.jobstatus import StatusFile, first_line
 from sparkcep.outputs import BatchMetrics
 from sparkcep.run_summary import Figures, source_position, summarize

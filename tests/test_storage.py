@@ -1,4 +1,4 @@
-"""Locations (sparkcep.io.storage): paths and URIs, local and through fsspec; and the file sink's staging area,
+"""Locations (sparkcep.storage): paths and URIs, local and through fsspec; and the file sink's staging area,
 published idempotently per batch."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from sparkcep.io.file_reader import list_directory
 from sparkcep.io.files import METRICS_NAME, STAGING_DIR, StagedBatch
-from sparkcep.io.storage import Location, StorageError, location
+from sparkcep.storage import Location, StorageError, location
 from sparkcep.outputs import read_metrics, write_atomically
 
 

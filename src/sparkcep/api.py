@@ -27,7 +27,7 @@ from sparkcep.core.control import flush_record
 from sparkcep.core.program import Program
 from sparkcep.errors import SparkcepError
 from sparkcep.io.lag import SourceLag
-from sparkcep.io.storage import Location, location
+from sparkcep.storage import Location, location
 from sparkcep.rules.model import RuleSet, load_rules, parse_rules, rule_keys
 from sparkcep.spark.detection import DEAD_LETTER, ERROR, LATE, METRIC, OUTPUT
 from sparkcep.spark.store_feed import StoreFeed, read_state, store_spec

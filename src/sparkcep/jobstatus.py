@@ -20,7 +20,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-from sparkcep.io.storage import Location
+from sparkcep.storage import Location
 from sparkcep.timeutil import format_iso
 
 STATUS_NAME = "status.json"

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from sparkcep.errors import EventTimeError
-from sparkcep.io.storage import Location, location
+from sparkcep.storage import Location, location
 from sparkcep.jobstatus import ALIVE_STATES, STATUS_NAME, lost_since
 from sparkcep.outputs import BatchMetrics
 from sparkcep.timeutil import parse_event_time

@@ -19,7 +19,7 @@ import orjson
 
 from sparkcep.core.engine import add_counts
 from sparkcep.core.logic import Record
-from sparkcep.io.storage import Location, location
+from sparkcep.storage import Location, location
 from sparkcep.timeutil import format_iso, parse_event_time
 
 # What a row the stateful processor emits is (its ``kind`` column).

@@ -31,7 +31,7 @@ from sparkcep.diagnose import (
 )
 from sparkcep.errors import SparkcepError
 from sparkcep.io.alignment import DEFAULT_MAX_BATCH_RECORDS
-from sparkcep.io.storage import Location, location
+from sparkcep.storage import Location, location
 from sparkcep.redaction import add_secret_variables
 from sparkcep.runlog import CommandLog, report
 from sparkcep.sizes import parse_size

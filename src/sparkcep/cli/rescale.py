@@ -52,7 +52,7 @@ def rescale(old: str, new: str, partitions: int, master: str) -> None:
 def _local(path: str) -> Path | None:
     """A local path or file URI as an absolute path; None for another file system (or one not usable here, which
     the checks then report)."""
-    from sparkcep.io.storage import location
+    from sparkcep.storage import location
 
     try:
         found = location(path)

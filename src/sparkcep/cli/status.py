@@ -13,7 +13,7 @@ import click
 
 from sparkcep.cli.status_report import JobReport, job_report
 from sparkcep.errors import SparkcepError
-from sparkcep.io.storage import Location, location
+from sparkcep.storage import Location, location
 from sparkcep.lag.checkpoint import FILES, RecordedSource
 
 

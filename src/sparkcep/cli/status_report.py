@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sparkcep.io.lag import lag_totals
-from sparkcep.io.storage import Location
+from sparkcep.storage import Location
 from sparkcep.jobstatus import lost_since
 from sparkcep.lag.checkpoint import (
     RecordedSource,

@@ -8,7 +8,7 @@ from pathlib import Path
 from fastapi import Request
 
 from sparkcep.errors import EventTimeError
-from sparkcep.io.storage import location
+from sparkcep.storage import location
 from sparkcep.lag.current import CheckpointLag
 from sparkcep.metrics_files import MetricsReader
 from sparkcep.outputs import BatchMetrics, KeyFields

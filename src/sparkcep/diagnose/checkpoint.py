@@ -10,7 +10,7 @@ from pathlib import Path
 from sparkcep.diagnose.filesystem import is_within, strip_scheme
 from sparkcep.diagnose.verdict import Diagnosis, Where
 from sparkcep.errors import CheckpointIncomplete
-from sparkcep.io.storage import Location, location
+from sparkcep.storage import Location, location
 
 _CHECKPOINT_TEXTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"Failed to read log file (?:file:)?(\S+?)\.? Incomplete log file"), "{0} is incomplete (truncated)"),

@@ -23,7 +23,7 @@ from urllib.parse import unquote
 from sparkcep.core.routing import RoutingSpec
 from sparkcep.io.alignment import DEFAULT_MAX_BATCH_RECORDS, DEFAULT_STEP_MS, DEFAULT_TARGET_RECORDS
 from sparkcep.io.lag import SourceLag
-from sparkcep.io.storage import Location, location
+from sparkcep.storage import Location, location
 from sparkcep.timeutil import DEFAULT_MAX_AHEAD_MS
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ class FileSource:
     event times past the wall clock (later ones are dead letters and do not hold a file back).
     """
 
-    path: Path | str  # a local path or a URI (sparkcep.io.storage)
+    path: Path | str  # a local path or a URI (sparkcep.storage)
     max_files_per_trigger: int | None = None
     aligned: bool = True
     step_ms: int = DEFAULT_STEP_MS

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkcep.io.lag import SourceLag
-from sparkcep.io.storage import Location
+from sparkcep.storage import Location
 
 RUN_RECORD = "run.json"
 RESCALED_RECORD = "rescaled.json"  # written by sparkcep rescale (sparkcep.spark.rescale.Rescaled)

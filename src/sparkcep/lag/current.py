@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sparkcep.io.storage import Location
+from sparkcep.storage import Location
 from sparkcep.jobstatus import ALIVE_STATES
 from sparkcep.lag.checkpoint import measure_lag, read_run_record, recorded_source, resume_position
 from sparkcep.lag.live import newer_lag, read_live_lag

@@ -31,7 +31,7 @@ from importlib import metadata
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
-from sparkcep.io.storage import Location, location
+from sparkcep.storage import Location, location
 from sparkcep.lag.current import CheckpointLag
 from sparkcep.metrics_files import RUNNING_STATES, BatchFiles, JobStatus, metrics_dir_of, read_json, read_status
 from sparkcep.redaction import redact

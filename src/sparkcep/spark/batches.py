@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from sparkcep.io.files import METRICS_NAME, FileSink
 from sparkcep.io.lag import SourceLag
 from sparkcep.io.sink import BatchWriter
-from sparkcep.io.storage import Location
+from sparkcep.storage import Location
 from sparkcep.outputs import ERRORS_DIR, LATE_DIR, BatchMetrics, Outputs
 from sparkcep.redaction import redact
 from sparkcep.timeutil import parse_event_time

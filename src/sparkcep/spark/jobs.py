@@ -16,7 +16,7 @@ from sparkcep.io.files import FileSource
 from sparkcep.io.kafka.source import KafkaSource
 from sparkcep.io.sink import BatchWriter
 from sparkcep.io.source import Source
-from sparkcep.io.storage import location
+from sparkcep.storage import location
 from sparkcep.jobstatus import StatusFile, first_line
 from sparkcep.lag.live import LiveLag
 from sparkcep.outputs import BatchMetrics

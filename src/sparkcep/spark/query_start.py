@@ -15,7 +15,7 @@ from sparkcep.errors import CheckpointIncomplete
 from sparkcep.io.files import FileSource
 from sparkcep.io.kafka.source import KafkaSource
 from sparkcep.io.source import Source
-from sparkcep.io.storage import Location
+from sparkcep.storage import Location
 from sparkcep.spark.rescale import SHUFFLE_PARTITIONS, STATE_DDL, STATE_DIR, Rescaled, RescaleError, log_files
 
 if TYPE_CHECKING:

@@ -45,7 +45,7 @@ from urllib.parse import unquote
 from sparkcep.diagnose import check_checkpoint_complete
 from sparkcep.errors import CheckpointIncomplete, SparkcepError
 from sparkcep.io.kafka.offsets import positions
-from sparkcep.io.storage import Location, location
+from sparkcep.storage import Location, location
 from sparkcep.spark.placement import balanced_bucket_keys, identity_bucket_keys
 from sparkcep.spark.processor import INITIAL_INDEX, INITIAL_PAGE, INITIAL_TIMER
 from sparkcep.timeutil import format_iso

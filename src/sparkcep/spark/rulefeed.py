@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from sparkcep.core.control import rules_record
 from sparkcep.core.program import Program
-from sparkcep.io.storage import Location
+from sparkcep.storage import Location
 from sparkcep.outputs import write_atomically
 from sparkcep.rules.model import RuleSet
 from sparkcep.store import RuleStore

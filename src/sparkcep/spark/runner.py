@@ -30,7 +30,7 @@ from sparkcep.io.files import SPARK_READER, FileSource
 from sparkcep.io.lag import SourceLag
 from sparkcep.io.sink import BatchWriter
 from sparkcep.io.source import Source
-from sparkcep.io.storage import Location, location
+from sparkcep.storage import Location, location
 from sparkcep.lag.checkpoint import input_offset, planned_batch
 from sparkcep.lag.live import INTERVAL_S as LAG_INTERVAL_S
 from sparkcep.lag.live import LagTimer, LiveLag, newer_lag, read_live_lag
@@ -86,7 +86,7 @@ def checkpoint_files_for(spark: SparkSession, checkpoint: Location) -> Iterator[
 class RunConfig:
     source: Source  # the input: sparkcep.io.files.FileSource or sparkcep.io.kafka.source.KafkaSource
     # The file sink's directory, always written (the summary and the console read it), and the checkpoint: paths
-    # or URIs of any file system Spark and fsspec reach (sparkcep.io.storage).
+    # or URIs of any file system Spark and fsspec reach (sparkcep.storage).
     output_dir: Path | str
     checkpoint_dir: Path | str
     # How far the watermark trails the largest time read. None: the time mode's default (5 s on event time, 0 on

@@ -26,7 +26,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparkcep.io.storage import Location, location
+from sparkcep.storage import Location, location
 from sparkcep.outputs import BatchMetrics
 from sparkcep.rules.model import RuleSet
 from sparkcep.spark.rulefeed import RuleFeed, RuleLog
