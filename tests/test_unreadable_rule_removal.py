@@ -24,8 +24,8 @@ from sparkcep.core.engine import Engine
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
 from sparkcep.errors import RuleError
-from sparkcep.outputs import canonical
 from sparkcep.rules.model import RuleSet, parse_rules
+from sparkcep.runfiles.outputs import canonical
 from sparkcep.spark.rulefeed import RuleFeed, RuleLog, report_unreadable
 from sparkcep.store import RuleStore, open_store
 

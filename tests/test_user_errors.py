@@ -22,8 +22,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from sparkcep import runlog
-from sparkcep.cli import main
+from sparkcep.cli import main, runlog
 from sparkcep.store import open_store
 
 ROOT = Path(__file__).resolve().parents[1]

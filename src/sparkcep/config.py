@@ -44,10 +44,10 @@ from sparkcep.core.pages import DEFAULT_PAGE_KEYS, MAX_PAGE_KEYS
 from sparkcep.errors import SparkcepError, Verbatim
 from sparkcep.io.alignment import DEFAULT_MAX_BATCH_RECORDS, DEFAULT_STEP_MS, DEFAULT_TARGET_RECORDS
 from sparkcep.io.kafka.client import KafkaError, check_no_inline_secrets
-from sparkcep.storage import local_path_of, location, scheme_of
 from sparkcep.rules.base import DurationMs
 from sparkcep.rules.messages import model_at, problem
 from sparkcep.sizes import parse_size
+from sparkcep.storage import local_path_of, location, scheme_of
 from sparkcep.store import store_spec_relative_to
 from sparkcep.store.pg_url import parse_url
 from sparkcep.store.records import StoreError

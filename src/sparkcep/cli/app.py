@@ -20,21 +20,21 @@ from sparkcep.cli.preflight import DEFAULT_CONNECT_TIMEOUT
 from sparkcep.cli.produce import produce as produce_command
 from sparkcep.cli.rescale import rescale as rescale_command
 from sparkcep.cli.rules import rules as rules_group
+from sparkcep.cli.runlog import CommandLog, report
 from sparkcep.cli.status import status_command
 from sparkcep.core.pages import DEFAULT_PAGE_KEYS, MAX_PAGE_KEYS
 from sparkcep.diagnose import (
     Service,
     Where,
-    check_checkpoint_complete,
     diagnose,
     postgres_service,
 )
 from sparkcep.errors import SparkcepError
 from sparkcep.io.alignment import DEFAULT_MAX_BATCH_RECORDS
-from sparkcep.storage import Location, location
 from sparkcep.redaction import add_secret_variables
-from sparkcep.runlog import CommandLog, report
+from sparkcep.runfiles.checkpoint import check_checkpoint_complete
 from sparkcep.sizes import parse_size
+from sparkcep.storage import Location, location
 from sparkcep.timeutil import format_duration, parse_duration
 
 if TYPE_CHECKING:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import click
 
+from sparkcep.cli.runlog import CommandLog
 from sparkcep.diagnose import Where
 from sparkcep.errors import SparkcepError
-from sparkcep.runlog import CommandLog
 
 # The key under which the root command's failure handler finds the running command's log (sparkcep.cli.app).
 _LOG_KEY = "sparkcep.command_log"

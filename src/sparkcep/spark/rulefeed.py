@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from sparkcep.core.control import rules_record
 from sparkcep.core.program import Program
-from sparkcep.storage import Location
-from sparkcep.outputs import write_atomically
 from sparkcep.rules.model import RuleSet
+from sparkcep.runfiles.outputs import write_atomically
+from sparkcep.storage import Location
 from sparkcep.store import RuleStore
 
 
