@@ -81,7 +81,7 @@ class Rescaled:
     batch_base: int  # NEW's batch n is batch_base + n in file names and metrics
     watermark_ms: int | None  # the watermark the old query would have resumed with (None: it had none yet)
     input_offsets: str | None  # the input reader's offsets (JSON) where the old query stopped; None: it read nothing
-    carried_batches: int  # batch metrics carried over (sparkcep.diagnose knows NEW has no offsets for them)
+    carried_batches: int  # batch metrics carried over (runfiles.checkpoint: NEW has no offsets for them)
     rows: dict[str, int] = field(default_factory=dict)  # state rows carried: buckets, pages, timers
     version: int = FORMAT_VERSION
 
