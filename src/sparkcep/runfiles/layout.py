@@ -16,7 +16,8 @@ A checkpoint has two halves, kept apart so neither tool touches the other's file
         logs/                       the command line's logs, when no other place is chosen (sparkcep.cli.runlog)
 
 An output directory holds one directory per output type (``OUTPUT/<event_type>/*.jsonl``), the records no rule
-could use (``_late/``, ``_deadletter/``, ``_errors/``), the run's summary (``_summary.json``) and, while a batch is
+could use (``_late/``, ``_deadletter/``, ``_errors/`` with the rule-store versions that cannot be read), the run's
+summary (``_summary.json``) and, while a batch is
 written, its staged files (``.staging/batch-<id>/``). Names that
 start with ``_`` or ``.`` are never an output type.
 
@@ -130,6 +131,7 @@ LATE_DIR = "_late"
 DEADLETTER_DIR = "_deadletter"
 ERRORS_DIR = "_errors"
 SUMMARY_NAME = "_summary.json"
+UNREADABLE_VERSIONS = "unreadable-rule-versions.jsonl"  # in _errors/
 # Each batch's files as Spark's tasks wrote them, before they get their names. Hidden (a dot), so nothing that
 # reads OUTPUT sees a batch before it is complete.
 STAGING_DIR = ".staging"
@@ -151,6 +153,11 @@ def deadletter_dir(output: Dir) -> Dir:
 
 def errors_dir(output: Dir) -> Dir:
     return output / ERRORS_DIR
+
+
+def unreadable_versions_file(output: Dir) -> Dir:
+    """The rule-store versions no validation accepts now (each holds its rule paused)."""
+    return errors_dir(output) / UNREADABLE_VERSIONS
 
 
 def summary_file(output: Dir) -> Dir:

@@ -186,7 +186,7 @@ class Pipeline:
         self.rules, self.rules_seq = log.rules, log.seq
         self.feed.delivered = log.seq  # the query starts with this log; no control record needed for it
         self.program = Program(self.rules)
-        self.unreadable_rule_versions = report_unreadable(self.feed.store, layout.errors_dir(self.output))
+        self.unreadable_rule_versions = report_unreadable(self.feed.store, self.output)
 
     def _after_batch(self, metrics: BatchMetrics) -> None:
         """Driver side, after each micro-batch: poll the rule store and hand changes to the next batch."""
@@ -207,7 +207,7 @@ class Pipeline:
             # effect after the last event the old plan handled (start() assigns their time then).
             self.replan_needed = True
         elif delivered is not False:
-            self.unreadable_rule_versions = report_unreadable(self.feed.store, layout.errors_dir(self.output))
+            self.unreadable_rule_versions = report_unreadable(self.feed.store, self.output)
 
     # -- checkpoint identity -----------------------------------------------------------------------
 
