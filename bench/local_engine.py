@@ -14,8 +14,8 @@ from pathlib import Path
 
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
-from sparkcep.outputs import canonical
 from sparkcep.rules.model import load_rules
+from sparkcep.runfiles.outputs import canonical
 
 
 def main() -> None:

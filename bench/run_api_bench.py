@@ -26,7 +26,7 @@ from typing import Any
 
 from treerss import measure
 
-from sparkcep.outputs import canonical, read_all_outputs
+from sparkcep.runfiles.outputs import canonical, read_all_outputs
 from sparkcep.simulate import generate_orders
 
 ROOT = Path(__file__).resolve().parents[1]

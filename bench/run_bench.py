@@ -17,7 +17,7 @@ from pathlib import Path
 
 from treerss import measure
 
-from sparkcep.outputs import canonical, read_all_outputs
+from sparkcep.runfiles.outputs import canonical, read_all_outputs
 from sparkcep.simulate import generate_devices, generate_orders
 
 ROOT = Path(__file__).resolve().parents[1]

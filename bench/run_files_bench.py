@@ -33,7 +33,7 @@ from typing import Any
 from run_bench import steady_rate
 from treerss import measure
 
-from sparkcep.outputs import canonical, read_all_outputs
+from sparkcep.runfiles.outputs import canonical, read_all_outputs
 from sparkcep.simulate import generate_orders, generate_transactions
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -32,7 +32,7 @@ from typing import Any
 
 from treerss import Measured, measure
 
-from sparkcep.outputs import canonical, read_all_outputs
+from sparkcep.runfiles.outputs import canonical, read_all_outputs
 from sparkcep.simulate import SimulationSummary, generate_transactions
 from sparkcep.timeutil import parse_event_time
 

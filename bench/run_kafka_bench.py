@@ -29,8 +29,8 @@ from typing import Any
 from treerss import measure
 
 from sparkcep import oracle
-from sparkcep.outputs import canonical, read_all_outputs, without_origins
 from sparkcep.rules.model import load_rules
+from sparkcep.runfiles.outputs import canonical, read_all_outputs, without_origins
 from sparkcep.simulate import generate_orders
 from sparkcep.timeutil import parse_event_time
 

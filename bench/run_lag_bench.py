@@ -18,8 +18,8 @@ from pathlib import Path
 from sparkcep.io.file_lag import FileLag
 from sparkcep.io.file_plan import FileOffsets, Listed, next_line_start
 from sparkcep.io.file_reader import list_directory
-from sparkcep.io.storage import location
 from sparkcep.simulate import generate_orders
+from sparkcep.storage import location
 
 
 def positions(directory: Path, files: list[Listed], batches: int) -> list[FileOffsets]:

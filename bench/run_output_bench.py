@@ -31,7 +31,7 @@ from typing import Any
 
 import psutil
 
-from sparkcep.outputs import read_metrics
+from sparkcep.runfiles.outputs import read_metrics
 from sparkcep.simulate import generate_orders
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -22,7 +22,7 @@ import pattern_workload
 from run_bench import steady_rate, table
 from treerss import measure
 
-from sparkcep.outputs import canonical, read_all_outputs
+from sparkcep.runfiles.outputs import canonical, read_all_outputs
 
 ROOT = Path(__file__).resolve().parents[1]
 

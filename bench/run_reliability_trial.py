@@ -36,8 +36,8 @@ from typing import Any
 
 from sparkcep import oracle
 from sparkcep.core.lines import is_blank
-from sparkcep.outputs import canonical, read_all_outputs, read_jsonl_dir
 from sparkcep.rules.model import load_rules
+from sparkcep.runfiles.outputs import canonical, read_all_outputs, read_jsonl_dir
 from sparkcep.simulate import generate_orders
 from sparkcep.simulate.hostile import Shape, hostile_lines, hostile_rule_documents
 

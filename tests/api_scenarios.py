@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from sparkcep import oracle
 from sparkcep.api import Detection, detect
-from sparkcep.outputs import canonical
 from sparkcep.rules.model import parse_rules
+from sparkcep.runfiles.outputs import canonical
 from sparkcep.store import RuleStore
 from sparkcep.timeutil import parse_event_time
 

@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sparkcep import oracle
 from sparkcep.api import detect
-from sparkcep.outputs import canonical
 from sparkcep.rules.model import load_rules
+from sparkcep.runfiles.outputs import canonical
 from sparkcep.simulate import generate_orders
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 
-from sparkcep.outputs import key_text, record_time
+from sparkcep.runfiles.outputs import key_text, record_time
 from sparkcep.store.records import StoredVersion
 
 RULE_VERSION_TABLE = "sparkcep_schema_version"

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from sparkcep import oracle
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
-from sparkcep.outputs import canonical
 from sparkcep.rules.model import parse_rules
+from sparkcep.runfiles.outputs import canonical
 
 from strategies import batch_splits
 

@@ -16,8 +16,8 @@ from sparkcep.api import ApiError, Detection, detect
 from sparkcep.cep.builder import Pattern
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
-from sparkcep.outputs import canonical
 from sparkcep.rules.model import load_rules, parse_rules
+from sparkcep.runfiles.outputs import canonical
 from sparkcep.simulate import generate_orders
 from sparkcep.timeutil import parse_event_time
 

@@ -15,7 +15,7 @@ from test_api import BAD_LINES, DELAY_MS, ORDER_RULES, dead, records, run_stream
 
 from sparkcep import oracle
 from sparkcep.api import detect
-from sparkcep.outputs import canonical, without_origins
+from sparkcep.runfiles.outputs import canonical, without_origins
 from sparkcep.simulate import generate_orders
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ def test_the_cli_path_and_detect_give_identical_outputs_late_events_and_dead_let
     same order: a file of old events read last is late in both, and bad lines are dead letters in both."""
     from test_spark import bounded_run, write_batches
 
-    from sparkcep.outputs import read_all_outputs, read_jsonl_dir
+    from sparkcep.runfiles.outputs import read_all_outputs, read_jsonl_dir
 
     generate_orders(tmp_path / "orders", 2_000, seed=3, files=1, mean_gap_ms=1_200_000)
     lines = list(oracle.read_dir(tmp_path / "orders"))

@@ -26,8 +26,8 @@ from cluster import SparkCluster, spark_cluster
 
 from sparkcep import oracle
 from sparkcep.io.files import FileSource
-from sparkcep.outputs import canonical, read_all_outputs
 from sparkcep.rules.model import load_rules, parse_rules
+from sparkcep.runfiles.outputs import canonical, read_all_outputs
 from sparkcep.simulate import generate_orders
 from sparkcep.spark.jobs import Job, run_job
 from sparkcep.spark.runner import RunConfig

@@ -30,9 +30,9 @@ from sparkcep.io.file_lag import FileLag
 from sparkcep.io.file_plan import FileOffsets
 from sparkcep.io.file_reader import FilesStreamReader, ReaderOptions, list_directory
 from sparkcep.io.kafka.produce import ProduceError, input_lines
-from sparkcep.io.storage import location
-from sparkcep.outputs import canonical, read_all_outputs, read_jsonl_dir
 from sparkcep.rules.model import load_rules
+from sparkcep.runfiles.outputs import canonical, read_all_outputs, read_jsonl_dir
+from sparkcep.storage import location
 
 from helpers import INACTIVITY_RULE, T0, ruleset
 
@@ -454,7 +454,7 @@ def test_a_directory_of_plain_and_compressed_files_gives_the_oracles_outputs(
 @pytest.mark.spark
 def test_one_compressed_file_is_read_in_batches_of_the_cap(spark: SparkSession, tmp_path: Path) -> None:
     from sparkcep.io.files import FileSource
-    from sparkcep.outputs import read_metrics
+    from sparkcep.runfiles.outputs import read_metrics
     from sparkcep.spark.runner import Pipeline, RunConfig
 
     rules = load_rules(ROOT / "examples" / "orders.rules.json")

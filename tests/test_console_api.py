@@ -24,8 +24,8 @@ from sparkcep.console.health import compute_health
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
 from sparkcep.io.postgres import PostgresAlertStore
-from sparkcep.metrics_files import metrics_from_json
-from sparkcep.outputs import BatchMetrics
+from sparkcep.runfiles.metrics import metrics_from_json
+from sparkcep.runfiles.outputs import BatchMetrics
 from sparkcep.store import RuleStore, open_store, summary_sentence
 from sparkcep.store.quarantine import QUARANTINE_AUTHOR
 from sparkcep.timeutil import format_iso, parse_event_time

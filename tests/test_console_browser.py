@@ -27,10 +27,10 @@ from sparkcep.console import ConsoleSettings, create_app
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
 from sparkcep.io.files import FileSource
-from sparkcep.io.storage import Location
-from sparkcep.outputs import BatchMetrics, key_text, read_metrics
 from sparkcep.rules.model import parse_rules
+from sparkcep.runfiles.outputs import BatchMetrics, key_text, read_metrics
 from sparkcep.spark.runner import Pipeline, RunConfig
+from sparkcep.storage import Location
 from sparkcep.store import open_store
 from sparkcep.store.quarantine import QUARANTINE_AUTHOR
 

@@ -12,9 +12,8 @@ import pytest
 from test_console_api import AGGREGATE, AUTH, Job, payments
 
 from sparkcep.console import backtest_diff, record_files
-from sparkcep.console.job_status import NO_FILE
-from sparkcep.jobstatus import LOST_AFTER_S
-from sparkcep.outputs import RECORD_LINE_CHARS, dead_record, late_record
+from sparkcep.runfiles.outputs import RECORD_LINE_CHARS, dead_record, late_record
+from sparkcep.runfiles.status import LOST_AFTER_S, NO_FILE
 from sparkcep.timeutil import format_iso, parse_event_time
 
 from helpers import DAY, MINUTE, T0, line

@@ -17,7 +17,7 @@ from test_console_operations import iso_ago, status, write_records, write_status
 from sparkcep.console import create_app
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
-from sparkcep.outputs import BatchMetrics, dead_record, late_record
+from sparkcep.runfiles.outputs import BatchMetrics, dead_record, late_record
 from sparkcep.timeutil import format_iso
 
 from helpers import MINUTE, T0, line, ruleset

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from sparkcep import oracle
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
-from sparkcep.outputs import canonical
+from sparkcep.runfiles.outputs import canonical
 
 from helpers import COMPLETION_RULE, INACTIVITY_RULE, ruleset
 from strategies import DELAY, arrivals_within_delay, batch_splits, device_histories, order_histories

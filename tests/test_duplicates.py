@@ -16,8 +16,8 @@ from sparkcep import oracle
 from sparkcep.core.engine import BatchResult
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
-from sparkcep.outputs import canonical
 from sparkcep.rules.model import RuleSet, parse_rules
+from sparkcep.runfiles.outputs import canonical
 
 from helpers import COMPLETION_RULE, INACTIVITY_RULE, MINUTE, T0, line, track
 from strategies import DELAY, arrivals_within_delay, batch_splits, device_histories, order_histories

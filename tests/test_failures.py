@@ -1,5 +1,5 @@
 """Failures outside sparkcep's control end as one or two lines naming the path or service, the cause and the fix,
-plus the path of a log with the full trace (sparkcep.diagnose, sparkcep.runlog, the CLI's root command).
+plus the path of a log with the full trace (sparkcep.diagnose, sparkcep.cli.runlog, the CLI's root command).
 
 The faults are produced for real wherever the machine allows it without privileges: ENOSPC from /dev/full and
 from a tiny tmpfs in a private mount namespace, EACCES and EROFS in a user namespace (``unshare``; root ignores
@@ -27,19 +27,18 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from click.testing import CliRunner
 
-from sparkcep import runlog
-from sparkcep.cli import main
+from sparkcep.cli import main, runlog
 from sparkcep.diagnose import (
     Service,
     Where,
-    check_checkpoint_complete,
     diagnose,
     diagnose_text,
     postgres_service,
 )
 from sparkcep.errors import CheckpointIncomplete, EnvironmentProblem, RunError
-from sparkcep.outputs import read_all_outputs
 from sparkcep.redaction import add_secret_variables, redact
+from sparkcep.runfiles.checkpoint import check_checkpoint_complete
+from sparkcep.runfiles.outputs import read_all_outputs
 from sparkcep.simulate import generate_orders
 
 if TYPE_CHECKING:

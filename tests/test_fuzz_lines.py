@@ -21,8 +21,8 @@ from sparkcep.core.engine import BatchResult
 from sparkcep.core.lines import decode_line, is_blank
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
-from sparkcep.outputs import RECORD_LINE_CHARS, dead_record, late_record
 from sparkcep.rules.model import load_rules
+from sparkcep.runfiles.outputs import RECORD_LINE_CHARS, dead_record, late_record
 from sparkcep.simulate.hostile import KINDS, Shape, hostile_line
 
 from helpers import COMPLETION_RULE, DAY, INACTIVITY_RULE, MINUTE, T0, order, parcel, ruleset, track

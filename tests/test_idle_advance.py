@@ -24,7 +24,7 @@ from sparkcep.core.control import (
 )
 from sparkcep.core.idle import BatchFacts, IdleClock
 from sparkcep.core.program import CONTROL, Program
-from sparkcep.outputs import BatchMetrics
+from sparkcep.runfiles.outputs import BatchMetrics
 from sparkcep.spark.idle import advance_times, facts_from_progress, known_watermark
 from sparkcep.timeutil import parse_event_time
 

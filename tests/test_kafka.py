@@ -16,8 +16,8 @@ from kafka_topics import consume_all, create_topic, produce
 from test_spark import wait_for
 
 from sparkcep import oracle
-from sparkcep.outputs import canonical, read_all_outputs, read_jsonl_dir, read_metrics, without_origins
 from sparkcep.rules.model import load_rules
+from sparkcep.runfiles.outputs import canonical, read_all_outputs, read_jsonl_dir, read_metrics, without_origins
 from sparkcep.simulate import generate_devices, generate_orders
 from sparkcep.spark.runner import Pipeline, RunConfig
 from sparkcep.timeutil import parse_event_time
@@ -127,7 +127,7 @@ buckets: 8
     from confluent_kafka import Consumer, TopicPartition
 
     from sparkcep.config import load_config
-    from sparkcep.outputs import read_metrics
+    from sparkcep.runfiles.outputs import read_metrics
     from sparkcep.spark.jobs import kafka_reader_options
 
     early = read_metrics(metrics)[0].source_lag

@@ -259,7 +259,7 @@ def test_routing_and_packing_lose_nothing_and_invent_nothing_however_the_lines_a
 def test_a_version_recorded_while_running_takes_effect_after_every_event_time_read(tmp_path: Path) -> None:
     """The newest events were skipped by the paused rule (accepted only up to 1,000): a resume takes effect after
     the largest time *read* (5,000), so it never reaches back to events the job already skipped."""
-    from sparkcep.outputs import BatchMetrics
+    from sparkcep.runfiles.outputs import BatchMetrics
     from sparkcep.store import open_store
 
     store = open_store(f"sqlite:{tmp_path / 'rules.db'}")

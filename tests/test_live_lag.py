@@ -19,11 +19,11 @@ from sparkcep.io.file_plan import FileOffsets
 from sparkcep.io.files import FileSource
 from sparkcep.io.kafka.source import KafkaSource
 from sparkcep.io.lag import SourceLag
-from sparkcep.io.storage import location
 from sparkcep.lag.checkpoint import FILES, RecordedSource, committed_batch, input_offset, planned_batch, recorded_source
 from sparkcep.lag.live import LagTimer, LiveLag, newer_lag, read_live_lag
 from sparkcep.lag.sources import source_record
-from sparkcep.outputs import BatchMetrics
+from sparkcep.runfiles.outputs import BatchMetrics
+from sparkcep.storage import location
 from sparkcep.timeutil import format_iso
 
 from helpers import T0, order

@@ -13,7 +13,7 @@ from typing import Any
 
 from sparkcep.core.engine import NO_WATERMARK, BucketState, Engine
 from sparkcep.core.program import Program
-from sparkcep.outputs import without_origins
+from sparkcep.runfiles.outputs import without_origins
 
 from helpers import COMPLETION_RULE, DAY, INACTIVITY_RULE, MINUTE, T0, line, order, parcel, ruleset, track
 

@@ -30,7 +30,7 @@ from sparkcep.core.pages import (
 )
 from sparkcep.core.program import Program
 from sparkcep.core.routing import Router
-from sparkcep.outputs import canonical
+from sparkcep.runfiles.outputs import canonical
 
 from helpers import COMPLETION_RULE, INACTIVITY_RULE, ruleset
 from strategies import DELAY, arrivals_within_delay, batch_splits, device_histories, order_histories

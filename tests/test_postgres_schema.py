@@ -25,8 +25,8 @@ from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
 from sparkcep.io import postgres as alert_module
 from sparkcep.io.postgres import PostgresAlertStore
-from sparkcep.outputs import record_time
 from sparkcep.rules.model import InputSpec
+from sparkcep.runfiles.outputs import record_time
 from sparkcep.store import SqliteStore, StoreError
 from sparkcep.store import postgres as rule_module
 from sparkcep.store.pg_schema import Migration, timestamp_of

@@ -33,13 +33,13 @@ from sparkcep.errors import EnvironmentProblem
 from sparkcep.io.kafka.writer import KafkaBatchWriter
 from sparkcep.io.lag import SourceLag
 from sparkcep.io.postgres import PostgresAlertStore
-from sparkcep.io.storage import location
-from sparkcep.jobstatus import LOST_AFTER_S, StatusFile
-from sparkcep.metrics_files import RECHECK, MetricsReader
-from sparkcep.outputs import BatchMetrics
 from sparkcep.prometheus import CheckpointCollector, serve_metrics
 from sparkcep.prometheus.collector import JOB_LABEL, build_versions, job_label
+from sparkcep.runfiles.metrics import RECHECK, MetricsReader
+from sparkcep.runfiles.outputs import BatchMetrics
+from sparkcep.runfiles.status import LOST_AFTER_S, StatusFile
 from sparkcep.spark.batches import sink_name
+from sparkcep.storage import location
 from sparkcep.timeutil import format_iso, parse_event_time
 
 from helpers import T0
@@ -311,7 +311,7 @@ def test_job_state_comes_from_the_status_file(
 
 def test_the_status_the_job_writes_is_read(checkpoint: Path) -> None:
     (checkpoint / "sparkcep").mkdir(parents=True)
-    status = StatusFile(location(checkpoint) / "sparkcep", "sparkcep run", bounded=False)
+    status = StatusFile(location(checkpoint), "sparkcep run", bounded=False)
     status.set("failed", error="KafkaError: cannot reach Kafka brokers")
     failed_at_ms = parse_event_time(status.status.since)
     samples = scrape(CheckpointCollector(checkpoint, clock=lambda: failed_at_ms / 1000 + 1))

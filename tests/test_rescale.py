@@ -20,16 +20,16 @@ from click.testing import CliRunner
 
 from sparkcep.cli import main
 from sparkcep.cli.status_report import job_report
-from sparkcep.diagnose import check_checkpoint_complete
 from sparkcep.errors import CheckpointIncomplete
 from sparkcep.io.files import FileSource
-from sparkcep.io.storage import location
 from sparkcep.rules.model import load_rules
-from sparkcep.run_summary import RunSummary
+from sparkcep.runfiles.checkpoint import check_checkpoint_complete
+from sparkcep.runfiles.summary import RunSummary
 from sparkcep.simulate import generate_orders
 from sparkcep.spark import runner
 from sparkcep.spark.rescale import RescaleError, check_rescale, rescale
 from sparkcep.spark.runner import Pipeline, RunConfig
+from sparkcep.storage import location
 from sparkcep.timeutil import parse_event_time
 
 from helpers import order, parcel

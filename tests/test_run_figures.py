@@ -19,10 +19,11 @@ from sparkcep.core.program import Program
 from sparkcep.io.file_lag import FileLag
 from sparkcep.io.file_plan import FileOffsets, Listed, line_pieces
 from sparkcep.io.lag import lag_totals
-from sparkcep.io.storage import location
-from sparkcep.jobstatus import StatusFile, first_line
-from sparkcep.outputs import BatchMetrics
-from sparkcep.run_summary import Figures, source_position, summarize
+from sparkcep.io.source_position import source_position
+from sparkcep.runfiles.outputs import BatchMetrics
+from sparkcep.runfiles.status import StatusFile, first_line
+from sparkcep.runfiles.summary import Figures, summarize
+from sparkcep.storage import location
 from sparkcep.timeutil import format_iso
 
 from helpers import COMPLETION_RULE, DAY, MINUTE, T0, line, order, parcel, ruleset
@@ -339,23 +340,22 @@ def test_lag_totals_and_short_times() -> None:
 
 
 def test_status_goes_from_starting_to_running_to_stopped_with_a_heartbeat(tmp_path: Path) -> None:
-    state_dir = location(tmp_path)
-    status = StatusFile(state_dir, "run", bounded=False)
-    first = json.loads((tmp_path / "status.json").read_text())
+    (tmp_path / "sparkcep").mkdir()
+    status = StatusFile(location(tmp_path), "run", bounded=False)
+    first = json.loads((tmp_path / "sparkcep" / "status.json").read_text())
     assert first["state"] == "starting" and first["pid"] == os.getpid() and first["command"] == "run"
     status.set("running", spark_ui="http://127.0.0.1:4040")
-    running = json.loads((tmp_path / "status.json").read_text())
+    running = json.loads((tmp_path / "sparkcep" / "status.json").read_text())
     assert running["state"] == "running" and running["spark_ui"] == "http://127.0.0.1:4040"
     status.close("failed", first_line(RuntimeError("disk full\nmore")))
-    failed = json.loads((tmp_path / "status.json").read_text())
+    failed = json.loads((tmp_path / "sparkcep" / "status.json").read_text())
     assert failed["state"] == "failed" and failed["error"] == "RuntimeError: disk full"
     assert failed["spark_ui"] == "http://127.0.0.1:4040" and failed["since"] >= running["since"]
 
 
 def test_a_deleted_checkpoint_is_not_made_again_for_the_status(tmp_path: Path) -> None:
-    state_dir = location(tmp_path / "ck" / "sparkcep")
     (tmp_path / "ck" / "sparkcep").mkdir(parents=True)
-    status = StatusFile(state_dir, "run", bounded=True)
+    status = StatusFile(location(tmp_path / "ck"), "run", bounded=True)
     (tmp_path / "ck" / "sparkcep" / "status.json").unlink()
     (tmp_path / "ck" / "sparkcep").rmdir()
     status.close("stopped")
@@ -364,14 +364,16 @@ def test_a_deleted_checkpoint_is_not_made_again_for_the_status(tmp_path: Path) -
 
 @pytest.mark.parametrize("beat", [0.05])
 def test_the_heartbeat_moves_while_the_job_lives(tmp_path: Path, beat: float, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("sparkcep.jobstatus.HEARTBEAT_S", beat)
+    monkeypatch.setattr("sparkcep.runfiles.status.HEARTBEAT_S", beat)
+    (tmp_path / "sparkcep").mkdir()
     status = StatusFile(location(tmp_path), "run", bounded=False).beating()
-    before = json.loads((tmp_path / "status.json").read_text())["heartbeat"]
+    file = tmp_path / "sparkcep" / "status.json"
+    before = json.loads(file.read_text())["heartbeat"]
     deadline = time.time() + 10
-    while json.loads((tmp_path / "status.json").read_text())["heartbeat"] == before and time.time() < deadline:
+    while json.loads(file.read_text())["heartbeat"] == before and time.time() < deadline:
         time.sleep(0.01)
     status.close("stopped")
-    after = json.loads((tmp_path / "status.json").read_text())
+    after = json.loads(file.read_text())
     assert after["heartbeat"] > before and after["state"] == "stopped"
 
 

@@ -20,9 +20,9 @@ from sparkcep import oracle
 from sparkcep.core.engine import add_counts
 from sparkcep.core.program import Program
 from sparkcep.io.files import FileSource
-from sparkcep.outputs import BatchMetrics, canonical, read_all_outputs, read_jsonl_dir, read_metrics
 from sparkcep.rules.model import RuleSet, load_rules, parse_rules
-from sparkcep.run_summary import RunSummary
+from sparkcep.runfiles.outputs import BatchMetrics, canonical, read_all_outputs, read_jsonl_dir, read_metrics
+from sparkcep.runfiles.summary import RunSummary
 from sparkcep.simulate import generate_orders
 from sparkcep.spark.runner import Pipeline, RunConfig
 from sparkcep.timeutil import parse_event_time

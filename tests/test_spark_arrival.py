@@ -17,8 +17,8 @@ from test_spark_idle import ticking, wait_for
 
 from sparkcep.arrival import ARRIVAL, TimeSettings
 from sparkcep.io.files import FileSource
-from sparkcep.outputs import read_all_outputs, read_jsonl_dir
 from sparkcep.rules.model import parse_rules
+from sparkcep.runfiles.outputs import read_all_outputs, read_jsonl_dir
 from sparkcep.spark.runner import Pipeline, RunConfig
 from sparkcep.timeutil import parse_event_time
 

@@ -13,9 +13,9 @@ import pytest
 
 from sparkcep import oracle
 from sparkcep.io.files import FileSource
-from sparkcep.outputs import canonical, read_all_outputs
 from sparkcep.rules.model import RuleSet, load_rules
-from sparkcep.run_summary import RunSummary
+from sparkcep.runfiles.outputs import canonical, read_all_outputs
+from sparkcep.runfiles.summary import RunSummary
 from sparkcep.simulate import generate_devices, generate_transactions
 from sparkcep.spark.runner import Pipeline, RunConfig
 from sparkcep.timeutil import parse_event_time
@@ -132,7 +132,7 @@ def overlapping_device_files(directory: Path, generated: Path, events: int, seed
 
 def data_batches(checkpoint: Path) -> list[int]:
     """Rows of each micro-batch that read input (the end-of-input flush and timer-only batches left out)."""
-    from sparkcep.outputs import read_metrics
+    from sparkcep.runfiles.outputs import read_metrics
 
     return [m.records for m in read_metrics(checkpoint / "sparkcep" / "metrics") if m.records > 0]
 

@@ -18,8 +18,8 @@ import pytest
 
 from sparkcep import oracle
 from sparkcep.io.files import FileSource
-from sparkcep.outputs import canonical, read_all_outputs, read_jsonl_dir
-from sparkcep.run_summary import RunSummary
+from sparkcep.runfiles.outputs import canonical, read_all_outputs, read_jsonl_dir
+from sparkcep.runfiles.summary import RunSummary
 from sparkcep.spark.runner import Pipeline, RunConfig
 from sparkcep.timeutil import format_iso
 

@@ -25,8 +25,8 @@ import pytest
 
 from sparkcep.core.control import read_advance_record
 from sparkcep.io.files import FileSource
-from sparkcep.outputs import read_all_outputs, read_jsonl_dir
 from sparkcep.rules.model import RuleSet
+from sparkcep.runfiles.outputs import read_all_outputs, read_jsonl_dir
 from sparkcep.spark.idle import IdleAdvancer
 from sparkcep.spark.runner import Pipeline, RunConfig
 from sparkcep.timeutil import format_iso

@@ -15,8 +15,9 @@ import pytest
 
 from sparkcep import oracle
 from sparkcep.io.files import FileSource
-from sparkcep.outputs import DEADLETTER_DIR, LATE_DIR, canonical, read_all_outputs, read_jsonl_dir
 from sparkcep.rules.model import load_rules
+from sparkcep.runfiles.layout import DEADLETTER_DIR, LATE_DIR
+from sparkcep.runfiles.outputs import canonical, read_all_outputs, read_jsonl_dir
 from sparkcep.simulate import generate_orders
 from sparkcep.spark.runner import Pipeline, RunConfig
 

@@ -1,4 +1,4 @@
-"""Locations (sparkcep.io.storage): paths and URIs, local and through fsspec; and the file sink's staging area,
+"""Locations (sparkcep.storage): paths and URIs, local and through fsspec; and the file sink's staging area,
 published idempotently per batch."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from sparkcep.io.file_reader import list_directory
-from sparkcep.io.files import METRICS_NAME, STAGING_DIR, StagedBatch
-from sparkcep.io.storage import Location, StorageError, location
-from sparkcep.outputs import read_metrics, write_atomically
+from sparkcep.io.files import METRICS_NAME, StagedBatch
+from sparkcep.runfiles.layout import STAGING_DIR
+from sparkcep.runfiles.outputs import read_metrics, write_atomically
+from sparkcep.storage import Location, StorageError, location
 
 
 def test_a_relative_path_is_taken_against_the_working_directory_when_parsed(

@@ -133,13 +133,13 @@ def test_the_feed_delivers_the_readable_log_and_the_job_reports_the_rest(tmp_pat
     feed = RuleFeed(store, tmp_path / "control", buckets=2)
     log = feed.current(T0)
     assert {r.id for r in log.rules.rules} == {"big", "count"}
-    assert report_unreadable(store, tmp_path / "_errors") == 1
+    assert report_unreadable(store, tmp_path) == 1
     [record] = [json.loads(line) for line in (tmp_path / "_errors" / "unreadable-rule-versions.jsonl").open()]
     assert (record["rule_id"], record["version"]) == ("big", 2)
     assert "rule 'big', field 'window'" in record["error"]
     store.update("big", {"window": "5m"})
     assert feed.poll(T0 + 1, log.rules) not in (None, False)
-    assert report_unreadable(store, tmp_path / "_errors") == 1  # version 2 stays unreadable in the log
+    assert report_unreadable(store, tmp_path) == 1  # version 2 stays unreadable in the log
 
 
 def test_rules_list_history_and_delete_on_the_command_line(tmp_path: Path) -> None:

@@ -22,8 +22,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from sparkcep import runlog
-from sparkcep.cli import main
+from sparkcep.cli import main, runlog
 from sparkcep.store import open_store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,7 +113,7 @@ def test_create_input_keeps_creating_it_and_waiting_for_files(tmp_path: Path, no
 
 def test_a_remote_input_is_checked_on_its_own_file_system(tmp_path: Path, no_spark: list[Any]) -> None:
     """A URI's existence is asked of its file system (fsspec; ``memory://`` stands in for s3a:// or hdfs://)."""
-    from sparkcep.io.storage import location
+    from sparkcep.storage import location
 
     uri = f"memory://{tmp_path.name}/in"
     refused(invoke(*run_args(tmp_path, input_dir=uri)), f"--input {uri}: no such directory", "--create-input")

@@ -18,7 +18,7 @@ import orjson
 
 from checks.data import Data
 from checks.runs import Run, Setup, measure_run, pure_engine, said, say, sparkcep
-from sparkcep.outputs import canonical, read_all_outputs, without_origins
+from sparkcep.runfiles.outputs import canonical, read_all_outputs, without_origins
 
 ORACLE = "oracle"
 PURE_ENGINE = "pure engine"

@@ -27,10 +27,10 @@ from sparkcep.core.control import flush_record
 from sparkcep.core.program import Program
 from sparkcep.errors import SparkcepError
 from sparkcep.io.lag import SourceLag
-from sparkcep.io.storage import Location, location
 from sparkcep.rules.model import RuleSet, load_rules, parse_rules, rule_keys
 from sparkcep.spark.detection import DEAD_LETTER, ERROR, LATE, METRIC, OUTPUT
 from sparkcep.spark.store_feed import StoreFeed, read_state, store_spec
+from sparkcep.storage import Location, location
 from sparkcep.store import RuleStore, open_store
 from sparkcep.timeutil import DEFAULT_MAX_AHEAD_MS, parse_duration
 

@@ -44,10 +44,10 @@ from sparkcep.core.pages import DEFAULT_PAGE_KEYS, MAX_PAGE_KEYS
 from sparkcep.errors import SparkcepError, Verbatim
 from sparkcep.io.alignment import DEFAULT_MAX_BATCH_RECORDS, DEFAULT_STEP_MS, DEFAULT_TARGET_RECORDS
 from sparkcep.io.kafka.client import KafkaError, check_no_inline_secrets
-from sparkcep.io.storage import local_path_of, location, scheme_of
 from sparkcep.rules.base import DurationMs
 from sparkcep.rules.messages import model_at, problem
 from sparkcep.sizes import parse_size
+from sparkcep.storage import local_path_of, location, scheme_of
 from sparkcep.store import store_spec_relative_to
 from sparkcep.store.pg_url import parse_url
 from sparkcep.store.records import StoreError
@@ -91,7 +91,7 @@ SizeBytes = Annotated[int, BeforeValidator(_size)]
 
 class FilesSourceConfig(_Strict):
     type: Literal["files"]
-    path: str  # a path (relative to this file) or a URI (sparkcep.io.storage)
+    path: str  # a path (relative to this file) or a URI (sparkcep.storage)
     # A missing path is refused (a typo would otherwise run on nothing); true: create it and wait for files.
     create: bool = False
     # What a micro-batch reads at most (None: no bound): a backlog drains in batches of about this size.

@@ -8,9 +8,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from sparkcep.outputs import canonical, read_all_outputs, read_jsonl_dir
+from sparkcep.cli.runlog import stderr_to
 from sparkcep.rules.model import load_rules
-from sparkcep.runlog import stderr_to
+from sparkcep.runfiles.outputs import canonical, read_all_outputs, read_jsonl_dir
 
 MONITORS = (
     ("orders", "orders.rules.json", "order-fulfilment monitor"),

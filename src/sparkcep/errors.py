@@ -26,7 +26,7 @@ a message without a traceback. The whole tree (``tests/test_errors.py`` keeps it
     ├── ProduceError          io/kafka/produce.py input files or a topic that `sparkcep produce` cannot load
     ├── StoreError            store/records.py    a rule store cannot be used (unknown spec, unreadable, newer schema)
     │   └── ReadOnlyRulesError store/rulefile.py  a change asked of rules that come from a rule file (read-only)
-    └── StorageError          io/storage.py       a path or URI cannot be used (no file system for its scheme)
+    └── StorageError          storage.py          a path or URI cannot be used (no file system for its scheme)
 
 Two exceptions stay inside their layer and never reach a caller: ``FieldProblem`` (core/logic.py: an input field a
 rule needs is missing or wrong, which becomes a dead letter) and ``ApiError`` (console/errors.py: an HTTP answer

@@ -22,7 +22,7 @@ from sparkcep.cli.options import (
 from sparkcep.cli.running import run_with_progress
 from sparkcep.diagnose import Where
 from sparkcep.errors import SparkcepError
-from sparkcep.io.storage import location
+from sparkcep.storage import location
 
 
 @click.command()

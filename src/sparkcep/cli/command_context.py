@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import click
 
+from sparkcep.cli.runlog import CommandLog
 from sparkcep.diagnose import Where
-from sparkcep.runlog import CommandLog
 
 LOG_KEY = "sparkcep.command_log"
 FORMAT_KEY = "sparkcep.log_format"

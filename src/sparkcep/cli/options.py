@@ -11,8 +11,8 @@ from typing import Any
 import click
 
 from sparkcep.errors import SparkcepError
-from sparkcep.io.storage import Location
 from sparkcep.sizes import parse_size
+from sparkcep.storage import Location
 from sparkcep.timeutil import parse_duration
 
 

@@ -76,8 +76,7 @@ def _compiled_sql(item: Any) -> str:
     ordered = item.time_field or ""
     time = "arrival time (ORDER BY proctime)" if orders_by_arrival(ordered) else f"event time {ordered}"
     return (
-        f"key {', '.join(item.key)}; {time}; measures: {measures}\n"
-        f"pattern JSON:\n{json.dumps(item.pattern, indent=2)}"
+        f"key {', '.join(item.key)}; {time}; measures: {measures}\npattern JSON:\n{json.dumps(item.pattern, indent=2)}"
     )
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from sparkcep.config import FilesSourceConfig, KafkaSourceConfig, PipelineConfig
 from sparkcep.io.kafka import client as kafka
-from sparkcep.io.storage import Location, StorageError, location
+from sparkcep.storage import Location, StorageError, location
 from sparkcep.store import StoreError
 from sparkcep.timeutil import format_duration
 

@@ -40,7 +40,7 @@ from typing import IO, Any, Literal
 
 from sparkcep.io.lag import lag_totals
 from sparkcep.lag.live import LiveLag
-from sparkcep.outputs import BatchMetrics
+from sparkcep.runfiles.outputs import BatchMetrics
 from sparkcep.timeutil import format_iso
 
 LogFormat = Literal["text", "json"]

@@ -12,9 +12,9 @@ from pathlib import Path
 import click
 
 from sparkcep.cli.command_context import LOG_KEY
+from sparkcep.cli.runlog import CommandLog
 from sparkcep.diagnose import Where
 from sparkcep.errors import SparkcepError
-from sparkcep.runlog import CommandLog
 
 
 @click.command("rescale")
@@ -50,7 +50,7 @@ def rescale(old: str, new: str, partitions: int, master: str) -> None:
 def _local(path: str) -> Path | None:
     """A local path or file URI as an absolute path; None for another file system (or one not usable here, which
     the checks then report)."""
-    from sparkcep.io.storage import location
+    from sparkcep.storage import location
 
     try:
         found = location(path)

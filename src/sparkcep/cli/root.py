@@ -10,8 +10,8 @@ from typing import IO, TYPE_CHECKING, Any
 import click
 
 from sparkcep.cli.command_context import FORMAT_KEY, command_log
+from sparkcep.cli.runlog import report
 from sparkcep.diagnose import diagnose
-from sparkcep.runlog import report
 
 if TYPE_CHECKING:
     from sparkcep.cli.progress import RunProgress

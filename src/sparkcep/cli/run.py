@@ -27,11 +27,12 @@ from sparkcep.cli.preflight import DEFAULT_CONNECT_TIMEOUT
 from sparkcep.cli.running import run_with_progress, store_services
 from sparkcep.config import Backfill, FilesSourceConfig, PipelineConfig, Rules, Sinks, SparkSettingsConfig, load_config
 from sparkcep.core.pages import DEFAULT_PAGE_KEYS, MAX_PAGE_KEYS
-from sparkcep.diagnose import Service, Where, check_checkpoint_complete
+from sparkcep.diagnose import Service, Where
 from sparkcep.errors import SparkcepError
 from sparkcep.io.alignment import DEFAULT_MAX_BATCH_RECORDS
-from sparkcep.io.storage import location
 from sparkcep.redaction import add_secret_variables
+from sparkcep.runfiles.checkpoint import check_checkpoint_complete
+from sparkcep.storage import location
 from sparkcep.timeutil import format_duration, parse_duration
 
 

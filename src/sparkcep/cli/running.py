@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 import click
 
 from sparkcep.cli.command_context import FORMAT_KEY, quiet_output
+from sparkcep.cli.runlog import CommandLog
 from sparkcep.diagnose import Service, postgres_service
-from sparkcep.io.storage import location
-from sparkcep.runlog import CommandLog
+from sparkcep.storage import location
 
 if TYPE_CHECKING:
     from sparkcep.spark.jobs import Job, JobResult

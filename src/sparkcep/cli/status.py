@@ -13,8 +13,9 @@ import click
 
 from sparkcep.cli.status_report import JobReport, job_report
 from sparkcep.errors import SparkcepError
-from sparkcep.io.storage import Location, location
 from sparkcep.lag.checkpoint import FILES, RecordedSource
+from sparkcep.runfiles.layout import own_dir, query_dir
+from sparkcep.storage import Location, location
 
 
 @click.command("status")
@@ -71,7 +72,7 @@ def _check_checkpoint(checkpoint: Location) -> None:
     if not checkpoint.exists():
         raise click.ClickException(f"--checkpoint: expected a job's checkpoint directory, got {str(checkpoint)!r} "
                                    "(not found)")  # fmt: skip
-    if not (checkpoint / "sparkcep").exists() and not (checkpoint / "query").exists():
+    if not own_dir(checkpoint).exists() and not query_dir(checkpoint).exists():
         raise click.ClickException(
             f"--checkpoint: expected a job's checkpoint directory (with sparkcep/ and query/ in it), got "
             f"{str(checkpoint)!r}, which has neither"

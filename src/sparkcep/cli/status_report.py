@@ -14,8 +14,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sparkcep.io.lag import lag_totals
-from sparkcep.io.storage import Location
-from sparkcep.jobstatus import lost_since
 from sparkcep.lag.checkpoint import (
     RecordedSource,
     measure_lag,
@@ -25,8 +23,11 @@ from sparkcep.lag.checkpoint import (
     resume_position,
 )
 from sparkcep.lag.live import newest_measure, read_live_lag
-from sparkcep.metrics_files import MetricsReader, metrics_dir_of, read_json, status_file_of
-from sparkcep.timeutil import format_iso, read_event_time
+from sparkcep.runfiles.layout import metrics_dir, own_dir
+from sparkcep.runfiles.metrics import MetricsReader
+from sparkcep.runfiles.status import JobStatus, status_or_none
+from sparkcep.storage import Location
+from sparkcep.timeutil import format_iso
 
 DEFAULT_TIME_FIELD = "occurred_at"  # the rules' default (sparkcep.rules.model.InputSpec)
 NO_SOURCE = (
@@ -62,7 +63,9 @@ class JobReport:
 
 
 def job_report(
-    checkpoint: Location, source: RecordedSource | None = None, time_field: str | None = None,
+    checkpoint: Location,
+    source: RecordedSource | None = None,
+    time_field: str | None = None,
     now_s: float | None = None,
 ) -> JobReport:
     """The report on the job of ``checkpoint``; ``source`` overrides the one ``run.json`` records."""
@@ -72,8 +75,7 @@ def job_report(
     committed, offset = resume_position(checkpoint)
     report = JobReport(
         checkpoint=str(checkpoint), state=state, why=why, since=since,
-        bounded=status.get("bounded") if isinstance(status.get("bounded"), bool) else None,
-        command=status.get("command") if isinstance(status.get("command"), str) else None,
+        bounded=None if status is None else status.bounded, command=None if status is None else status.command,
         committed_batch=committed, planned_batch=planned_batch(checkpoint),
     )  # fmt: skip
     if state in ("starting", "running"):
@@ -91,21 +93,20 @@ def job_report(
     return report
 
 
-def _state(checkpoint: Location, now_s: float) -> tuple[str, str | None, str, dict[str, Any]]:
-    """(state, since, why in one line, the status file's object)."""
-    status = read_json(status_file_of(checkpoint)) or {}
-    state = status.get("state")
-    if not isinstance(state, str):
-        return "unknown", None, "no status file: the job never ran with this version of sparkcep, or elsewhere", {}
-    since_ms = read_event_time(status.get("since"))
+def _state(checkpoint: Location, now_s: float) -> tuple[str, str | None, str, JobStatus | None]:
+    """(state, since, why in one line, the status file)."""
+    status = status_or_none(checkpoint)
+    if status is None:
+        return "unknown", None, "no status file: the job never ran with this version of sparkcep, or elsewhere", None
+    state, since_ms = status.state, status.since_ms
     since = None if since_ms is None else format_iso(since_ms)
-    last_sign = lost_since(state, since_ms, read_event_time(status.get("heartbeat")), int(now_s * 1000))
+    last_sign = status.lost_since(int(now_s * 1000))
     if last_sign is not None:
         return "lost", format_iso(last_sign), (
             f"lost: no heartbeat since {format_iso(last_sign)}; the job was {state} and its process ended without "
             "saying so (killed, or its machine is gone)"
         ), status  # fmt: skip
-    error, reason = _text(status.get("error")), _text(status.get("reason"))
+    error, reason = _text(status.error), _text(status.reason)
     if state == "failed":
         return state, since, f"failed: {error or 'the job failed without saying why'}", status
     if state == "stopped":
@@ -119,10 +120,9 @@ def _text(value: object) -> str | None:
 
 def _job_measures(report: JobReport, checkpoint: Location) -> None:
     """A running job's own newest lag: the timed measure or the newest batch's, whichever is newer."""
-    state_dir = checkpoint / "sparkcep"
-    batches = MetricsReader(metrics_dir_of(checkpoint)).read()
+    batches = MetricsReader(metrics_dir(checkpoint)).read()
     newest = batches[-1] if batches else None
-    live = read_live_lag(state_dir)
+    live = read_live_lag(own_dir(checkpoint))
     report.lag, measured_at = newest_measure(newest.source_lag if newest else [], newest.written_at if newest else None,
                                              live)  # fmt: skip
     report.lag_measured = "" if measured_at is None else f"by the job at {format_iso(int(measured_at * 1000))}"

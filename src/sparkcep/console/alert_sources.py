@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sparkcep.errors import EventTimeError
-from sparkcep.outputs import KeyFields, key_text
+from sparkcep.runfiles.outputs import KeyFields, key_text
 from sparkcep.timeutil import parse_event_time
 
 

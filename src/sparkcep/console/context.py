@@ -8,11 +8,11 @@ from pathlib import Path
 from fastapi import Request
 
 from sparkcep.errors import EventTimeError
-from sparkcep.io.storage import location
 from sparkcep.lag.current import CheckpointLag
-from sparkcep.metrics_files import MetricsReader
-from sparkcep.outputs import BatchMetrics, KeyFields
 from sparkcep.rules.model import InputSpec
+from sparkcep.runfiles.metrics import MetricsReader
+from sparkcep.runfiles.outputs import BatchMetrics, KeyFields
+from sparkcep.storage import location
 from sparkcep.store import RuleStore, open_store
 from sparkcep.store.rulefile import RuleFileStore
 from sparkcep.timeutil import parse_event_time

@@ -1,6 +1,6 @@
 """Job health from the batch metrics the job writes to CHECKPOINT/sparkcep/metrics/batch-*.json.
 
-The files are read by :class:`sparkcep.metrics_files.MetricsReader` (shared with the Prometheus exporter), which
+The files are read by :class:`sparkcep.runfiles.metrics.MetricsReader` (shared with the Prometheus exporter), which
 reads only new and rewritten files on each request.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from sparkcep.io.lag import lag_totals
-from sparkcep.outputs import BatchMetrics
+from sparkcep.runfiles.outputs import BatchMetrics
 from sparkcep.timeutil import format_iso
 
 from .schemas import Health, JobState, QuarantineInfo, RuleCounts, SeriesPoint, SourcePartLag

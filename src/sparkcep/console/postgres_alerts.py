@@ -21,7 +21,7 @@ import psycopg
 from psycopg import sql
 
 from sparkcep.io.postgres import TABLE, WHAT, check_schema, decoded, where
-from sparkcep.outputs import KeyFields
+from sparkcep.runfiles.outputs import KeyFields
 from sparkcep.store.pg_schema import timestamp_of
 from sparkcep.store.pg_url import connect, parse_url
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sparkcep.outputs import RECORD_LINE_CHARS
+from sparkcep.runfiles.outputs import RECORD_LINE_CHARS
 
 STRIDE = 256  # lines between indexed offsets: a page read skips at most this many lines
 # The job keeps RECORD_LINE_CHARS characters of a line (at most 4 bytes each) plus a few fields; a longer line

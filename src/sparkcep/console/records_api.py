@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from sparkcep.outputs import DEADLETTER_DIR, LATE_DIR
+from sparkcep.runfiles.layout import DEADLETTER_DIR, LATE_DIR
 
 from .context import Console, get_console
 from .errors import ApiError

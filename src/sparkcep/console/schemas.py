@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sparkcep.runfiles.status import ShownState
+
 
 class ErrorItem(BaseModel):
     """One reason a request was refused; ``field`` is the dotted path in the rule (``pattern.stages[1].where``)."""
@@ -170,7 +172,7 @@ class SeriesPoint(BaseModel):
 class JobState(BaseModel):
     """What the job last said of itself (CHECKPOINT/sparkcep/status.json), judged against the wall clock."""
 
-    state: Literal["starting", "running", "stopped", "failed", "lost", "unknown"] = Field(
+    state: ShownState = Field(
         description="'lost': the file says starting or running but its heartbeat is over 60 s old; "
         "'unknown': no usable status file (see reason)"
     )

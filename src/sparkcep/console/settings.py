@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sparkcep.config import ConfigError, PipelineConfig, load_config
+from sparkcep.runfiles.layout import errors_dir, metrics_dir
 
 DEFAULT_WATERMARK_DELAY_MS = 5_000  # the default of `sparkcep run --watermark-delay`
 
@@ -30,11 +31,11 @@ class ConsoleSettings:
 
     @property
     def metrics_dir(self) -> Path | None:
-        return None if self.checkpoint_dir is None else self.checkpoint_dir / "sparkcep" / "metrics"
+        return None if self.checkpoint_dir is None else metrics_dir(self.checkpoint_dir)
 
     @property
     def errors_dir(self) -> Path | None:
-        return None if self.output_dir is None else self.output_dir / "_errors"
+        return None if self.output_dir is None else errors_dir(self.output_dir)
 
 
 def settings_from_config(path: str | Path, token: str) -> ConsoleSettings:

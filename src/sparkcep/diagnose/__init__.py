@@ -14,7 +14,7 @@ Kafka), ``jvm``; ``reading`` walks an exception and asks them in turn; ``verdict
 through :func:`sparkcep.redaction.redact`.
 """
 
-from sparkcep.diagnose.checkpoint import check_checkpoint_complete, checkpoint_fix
+from sparkcep.diagnose.checkpoint import checkpoint_fix
 from sparkcep.diagnose.reading import diagnose, diagnose_text, exception_chain, exception_text
 from sparkcep.diagnose.services import postgres_problem
 from sparkcep.diagnose.verdict import Diagnosis, Service, Where, postgres_service
@@ -23,7 +23,6 @@ __all__ = [
     "Diagnosis",
     "Service",
     "Where",
-    "check_checkpoint_complete",
     "checkpoint_fix",
     "diagnose",
     "diagnose_text",

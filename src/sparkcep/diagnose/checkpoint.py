@@ -1,16 +1,13 @@
-"""A checkpoint that lost a part: Spark's texts about its missing or damaged files, and the check that refuses a
-checkpoint one of whose two halves (Spark's ``query/``, sparkcep's ``sparkcep/``) is gone."""
+"""A checkpoint that lost a part: Spark's texts about its missing or damaged files (the check that refuses such a
+checkpoint before Spark starts is :mod:`sparkcep.runfiles.checkpoint`)."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 from sparkcep.diagnose.filesystem import is_within, strip_scheme
 from sparkcep.diagnose.verdict import Diagnosis, Where
-from sparkcep.errors import CheckpointIncomplete
-from sparkcep.io.storage import Location, location
 
 _CHECKPOINT_TEXTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"Failed to read log file (?:file:)?(\S+?)\.? Incomplete log file"), "{0} is incomplete (truncated)"),
@@ -65,41 +62,3 @@ def checkpoint_root(path: str, where: Where) -> str | None:
         return str(where.checkpoint)
     spark_part = re.match(r"(/.*?)/query(?:/|$)", clean)
     return spark_part.group(1) if spark_part else None
-
-
-def check_checkpoint_complete(checkpoint: str | Path | Location) -> None:
-    """Refuse a checkpoint one of whose two parts is gone: Spark's ``query/`` (offsets, commits, state) or
-    sparkcep's ``sparkcep/`` (run layout, batch metrics, end-of-input flush).
-
-    Spark alone would start a missing ``query/`` from scratch and silently count the input again against the
-    old outputs (the late counts and the summary then come out wrong); without ``sparkcep/`` the run would lose
-    its layout and flush state.
-    """
-    checkpoint = location(checkpoint)
-    query, own = checkpoint / "query", checkpoint / "sparkcep"
-    recorded = _count(own / "metrics", "batch-*.json")
-    if recorded > _carried_batches(own) and not _count(query / "offsets", "[0-9]*"):
-        raise CheckpointIncomplete(
-            str(checkpoint), f"{own} records {recorded} micro-batches but Spark's offsets in {query} are gone"
-        )
-    committed = _count(query / "commits", "[0-9]*")
-    if committed and not (own / "run.json").exists():
-        raise CheckpointIncomplete(
-            str(checkpoint), f"Spark committed {committed} micro-batches in {query} but {own / 'run.json'} is gone"
-        )
-
-
-def _carried_batches(own: Location) -> int:
-    """Batch metrics a rescale carried over from the old checkpoint (sparkcep.spark.rescale): Spark's offsets of
-    the new query begin with its first micro-batch."""
-    try:
-        return int(json.loads((own / "rescaled.json").read_text())["carried_batches"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return 0
-
-
-def _count(directory: Location, pattern: str) -> int:
-    try:
-        return len(directory.children(pattern))
-    except OSError:
-        return 0

@@ -21,7 +21,7 @@ from sparkcep.diagnose.filesystem import (
     writable,
 )
 from sparkcep.diagnose.verdict import Diagnosis, Where, again
-from sparkcep.io.files import STAGING_DIR
+from sparkcep.runfiles.layout import STAGING_DIR
 
 _STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS}
 

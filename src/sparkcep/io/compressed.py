@@ -32,7 +32,7 @@ from typing import BinaryIO
 
 from sparkcep.core.compression import Codec, DecompressionError, codec_of, decompressed, unreadable_reason
 from sparkcep.io.file_plan import ByteSource, Listed
-from sparkcep.io.storage import Location
+from sparkcep.storage import Location
 
 DEAD_LETTER_BYTE = b"\x00"  # what stands for a damaged file's dead letter in its content: never a line break
 _KEPT_STREAMS = 16  # open decompressing streams a process keeps to go on from (each up to a few MB of state)

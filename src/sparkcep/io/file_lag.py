@@ -26,7 +26,7 @@ from sparkcep.core.routing import readable_time
 from sparkcep.io.compressed import CompressedFiles
 from sparkcep.io.file_plan import ByteSource, FileOffsets, Listed, count_lines, list_directory
 from sparkcep.io.lag import SourceLag
-from sparkcep.io.storage import Location, location
+from sparkcep.storage import Location, location
 
 TAIL_BYTES = 64 << 10
 

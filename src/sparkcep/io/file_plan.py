@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from sparkcep.io.storage import Location, location
+from sparkcep.storage import Location, location
 
 OFFSETS_VERSION = 1
 _BLOCK = 8 << 20  # bytes read at a time

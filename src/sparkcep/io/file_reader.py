@@ -67,7 +67,7 @@ from sparkcep.io.file_plan import (
     waiting,
 )
 from sparkcep.io.packed import PACKED_DDL
-from sparkcep.io.storage import Location, location
+from sparkcep.storage import Location, location
 
 if TYPE_CHECKING:
     from sparkcep.core.routing import Router

@@ -23,7 +23,8 @@ from urllib.parse import unquote
 from sparkcep.core.routing import RoutingSpec
 from sparkcep.io.alignment import DEFAULT_MAX_BATCH_RECORDS, DEFAULT_STEP_MS, DEFAULT_TARGET_RECORDS
 from sparkcep.io.lag import SourceLag
-from sparkcep.io.storage import Location, location
+from sparkcep.runfiles.layout import staging_dir
+from sparkcep.storage import Location, location
 from sparkcep.timeutil import DEFAULT_MAX_AHEAD_MS
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ class FileSource:
     event times past the wall clock (later ones are dead letters and do not hold a file back).
     """
 
-    path: Path | str  # a local path or a URI (sparkcep.io.storage)
+    path: Path | str  # a local path or a URI (sparkcep.storage)
     max_files_per_trigger: int | None = None
     aligned: bool = True
     step_ms: int = DEFAULT_STEP_MS
@@ -137,9 +138,6 @@ def _parallelism(spark: SparkSession) -> int:
         return 2
 
 
-# Under OUTPUT: each batch's files as Spark's tasks wrote them, before they get their names. Hidden (a dot),
-# so nothing that reads OUTPUT sees a batch before it is complete.
-STAGING_DIR = ".staging"
 METRICS_NAME = "_metric"  # the rows that carry a batch's metrics: staged, read by the driver, never published
 _PART = re.compile(r"part-(\d+)-")
 
@@ -161,7 +159,7 @@ class FileSink:
 
     def stage(self, frame: DataFrame, batch_id: int) -> StagedBatch:
         """Have the tasks write ``frame`` (``kind, name, time, payload`` rows) into this batch's staging area."""
-        staging = self.output / STAGING_DIR / f"batch-{batch_id:08d}"
+        staging = staging_dir(self.output, batch_id)
         (
             frame.sortWithinPartitions("name", "time", "payload")
             .select("name", "payload")

@@ -25,7 +25,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from sparkcep.outputs import KeyFields, Outputs, key_text, record_time
+from sparkcep.runfiles.outputs import KeyFields, Outputs, key_text, record_time
 from sparkcep.store.pg_schema import (
     VERSION_TABLE,
     Component,

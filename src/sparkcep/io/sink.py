@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from sparkcep.outputs import KeyFields, Outputs
+from sparkcep.runfiles.outputs import KeyFields, Outputs
 
 
 class BatchWriter(Protocol):

@@ -25,15 +25,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkcep.io.lag import SourceLag
-from sparkcep.io.storage import Location
+from sparkcep.runfiles.layout import commits_dir, offsets_dir, rescaled_file, run_record
+from sparkcep.storage import Location
 
-RUN_RECORD = "run.json"
-RESCALED_RECORD = "rescaled.json"  # written by sparkcep rescale (sparkcep.spark.rescale.Rescaled)
 DEFAULT_TIMEOUT_S = 5.0  # each wait for a Kafka broker (as a running job's, sparkcep.io.kafka.progress)
-
-
-def query_dir(checkpoint: Location) -> Location:
-    return checkpoint / "query"
 
 
 def batch_ids(log_dir: Location) -> list[int]:
@@ -43,13 +38,13 @@ def batch_ids(log_dir: Location) -> list[int]:
 
 def committed_batch(checkpoint: Location) -> int | None:
     """The newest batch the query finished (its commit is written): a restart resumes after it."""
-    found = batch_ids(query_dir(checkpoint) / "commits")
+    found = batch_ids(commits_dir(checkpoint))
     return found[-1] if found else None
 
 
 def planned_batch(checkpoint: Location) -> int | None:
     """The newest batch the query planned (its offsets are written; it may not have finished)."""
-    found = batch_ids(query_dir(checkpoint) / "offsets")
+    found = batch_ids(offsets_dir(checkpoint))
     return found[-1] if found else None
 
 
@@ -60,7 +55,7 @@ def input_offset(checkpoint: Location, batch_id: int | None) -> dict[str, Any] |
     if batch_id is None:
         return None
     try:
-        lines = (query_dir(checkpoint) / "offsets" / str(batch_id)).read_text().splitlines()
+        lines = (offsets_dir(checkpoint) / str(batch_id)).read_text().splitlines()
         found = json.loads(lines[2]) if len(lines) > 2 else None
     except (OSError, ValueError):
         return None
@@ -75,7 +70,7 @@ def resume_position(checkpoint: Location) -> tuple[int | None, dict[str, Any] | 
     if committed is not None:
         return committed, input_offset(checkpoint, committed)
     try:
-        rescaled = json.loads((checkpoint / "sparkcep" / RESCALED_RECORD).read_text())
+        rescaled = json.loads(rescaled_file(checkpoint).read_text())
         carried = json.loads(rescaled["input_offsets"]) if isinstance(rescaled, dict) else None
     except (OSError, ValueError, KeyError, TypeError):
         return None, None
@@ -116,7 +111,7 @@ class RecordedSource:
 def read_run_record(checkpoint: Location) -> dict[str, Any]:
     """``CHECKPOINT/sparkcep/run.json`` (empty when missing or not a JSON object)."""
     try:
-        data = json.loads((checkpoint / "sparkcep" / RUN_RECORD).read_text())
+        data = json.loads(run_record(checkpoint).read_text())
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

@@ -17,11 +17,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sparkcep.io.storage import Location
-from sparkcep.jobstatus import ALIVE_STATES
 from sparkcep.lag.checkpoint import measure_lag, read_run_record, recorded_source, resume_position
 from sparkcep.lag.live import newer_lag, read_live_lag
-from sparkcep.metrics_files import read_status
+from sparkcep.runfiles.layout import own_dir
+from sparkcep.runfiles.status import ALIVE_STATES, status_or_none
+from sparkcep.storage import Location
 
 REFRESH_S = 15.0
 WAIT_S = 2.0  # the longest a request waits for a stopped job's measure (then: the last one known)
@@ -54,11 +54,11 @@ class CheckpointLag:
         """The lag to show, given the newest batch's (measured when it was written at ``batch_written_at``)."""
         now = self._clock()
         try:
-            status = read_status(self.checkpoint)
+            status = status_or_none(self.checkpoint)
         except OSError:
             status = None
         if status is not None and status.state_at(int(now * 1000)) in ALIVE_STATES:
-            return newer_lag(batch_lag, batch_written_at, read_live_lag(self.checkpoint / "sparkcep"))
+            return newer_lag(batch_lag, batch_written_at, read_live_lag(own_dir(self.checkpoint)))
         return self._stopped(batch_lag, now)
 
     def _stopped(self, batch_lag: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:

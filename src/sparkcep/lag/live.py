@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sparkcep.io.lag import SourceLag
-from sparkcep.io.storage import Location
+from sparkcep.runfiles.layout import LAG_NAME
+from sparkcep.storage import Location
 
-LAG_NAME = "lag.json"
 INTERVAL_S = 5.0  # as often as the status file's heartbeat: a figure at most this old while the job runs
 _log = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from sparkcep.io.files import FileSource
 from sparkcep.io.kafka.source import KafkaSource
 from sparkcep.io.source import Source
-from sparkcep.io.storage import location
 from sparkcep.lag.checkpoint import FILES, KAFKA, RecordedSource
+from sparkcep.storage import location
 
 
 def source_record(source: Source) -> RecordedSource | None:

@@ -1,5 +1,5 @@
 """``CheckpointCollector``: a job's metrics for Prometheus, read on each scrape from what the job leaves in its
-checkpoint (``sparkcep/metrics/batch-*.json`` and ``sparkcep/status.json``; see sparkcep.metrics_files).
+checkpoint (``sparkcep/metrics/batch-*.json`` and ``sparkcep/status.json``; see sparkcep.runfiles.metrics).
 
 It needs neither Spark nor the job's process, so the console and ``sparkcep run --metrics-port`` serve the same
 figures. Counters are sums over every batch of the checkpoint: they restart from zero only with a new checkpoint,
@@ -31,16 +31,16 @@ from importlib import metadata
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
-from sparkcep.io.storage import Location, location
 from sparkcep.lag.current import CheckpointLag
-from sparkcep.metrics_files import RUNNING_STATES, BatchFiles, JobStatus, metrics_dir_of, read_json, read_status
 from sparkcep.redaction import redact
+from sparkcep.runfiles.metrics import BatchFiles, metrics_dir_of, read_json
+from sparkcep.runfiles.status import ALIVE_STATES, SHOWN_STATES, JobStatus, status_or_none
+from sparkcep.storage import Location, location
 
 from .figures import DURATION_BUCKETS, BatchFigures, PartLag, Totals
 
 JOB_LABEL = "sparkcep_job"
 # What the job writes, "lost" (it says it runs but its heartbeat stopped), "unknown" (no status file).
-JOB_STATES = ("starting", "running", "stopped", "failed", "lost", "unknown")
 
 # (figure, metric name without _total, help). Exported once some batch file has the figure, or before the first
 # batch (as 0): a file of an older sparkcep that lacks a figure does not make it read 0.
@@ -150,7 +150,7 @@ class CheckpointCollector:
         except OSError:
             totals, readable = self._last, False
         try:
-            status = read_status(self.checkpoint)
+            status = status_or_none(self.checkpoint)
         except OSError:
             status, readable = None, False
         found: list[Metric] = [
@@ -330,7 +330,7 @@ def _job(status: JobStatus | None, now_ms: int) -> list[Metric]:
     up = GaugeMetricFamily(
         "sparkcep_job_up",
         "1 while the job is starting or running (its heartbeat fresh), else 0.",
-        state in RUNNING_STATES,
+        state in ALIVE_STATES,
     )
     family = GaugeMetricFamily(
         "sparkcep_job_state",
@@ -338,7 +338,7 @@ def _job(status: JobStatus | None, now_ms: int) -> list[Metric]:
         '"unknown": no status file.',
         labels=["state"],
     )
-    for name in (*JOB_STATES, *([] if state in JOB_STATES else [state])):
+    for name in (*SHOWN_STATES, *([] if state in SHOWN_STATES else [state])):
         family.add_metric([name], 1 if name == state else 0)
     found: list[Metric] = [up, family]
     if status is None:

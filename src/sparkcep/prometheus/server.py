@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 
 from sparkcep.errors import EnvironmentProblem
-from sparkcep.io.storage import Location
+from sparkcep.storage import Location
 
 from .collector import CheckpointCollector
 

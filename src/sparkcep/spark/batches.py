@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING
 from sparkcep.io.files import METRICS_NAME, FileSink
 from sparkcep.io.lag import SourceLag
 from sparkcep.io.sink import BatchWriter
-from sparkcep.io.storage import Location
-from sparkcep.outputs import ERRORS_DIR, LATE_DIR, BatchMetrics, Outputs
 from sparkcep.redaction import redact
+from sparkcep.runfiles.layout import ERRORS_DIR, LATE_DIR, batch_file_name
+from sparkcep.runfiles.outputs import BatchMetrics, Outputs
+from sparkcep.storage import Location
 from sparkcep.timeutil import parse_event_time
 
 if TYPE_CHECKING:
@@ -85,7 +86,7 @@ class BatchCollector:
         metrics.collect_s = computed - started
         metrics.write_s = time.perf_counter() - computed
         metrics.written_at = time.time()
-        (self.metrics_dir / f"batch-{batch_id:08d}.json").write_atomically(json.dumps(metrics.__dict__))
+        (self.metrics_dir / batch_file_name(batch_id)).write_atomically(json.dumps(metrics.__dict__))
         if self.after_batch is not None:
             self.after_batch(metrics)
 

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from sparkcep.outputs import KIND_DEAD, KIND_ERROR, KIND_LATE, KIND_METRIC, KIND_OUTPUT, key_text
+from sparkcep.runfiles.outputs import KIND_DEAD, KIND_ERROR, KIND_LATE, KIND_METRIC, KIND_OUTPUT, key_text
 from sparkcep.timeutil import read_event_time
 
 # The ``kind`` column's values (the command line's directories: OUTPUT/<event_type>/, _late/, _deadletter/, _errors/).

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from sparkcep.core.control import AdvanceRecord, advance_record
 from sparkcep.core.idle import BatchFacts, IdleClock
-from sparkcep.io.storage import Location, location
-from sparkcep.outputs import BatchMetrics
+from sparkcep.runfiles.outputs import BatchMetrics
+from sparkcep.storage import Location, location
 from sparkcep.timeutil import parse_event_time
 
 if TYPE_CHECKING:

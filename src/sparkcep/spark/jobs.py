@@ -16,14 +16,15 @@ from sparkcep.io.files import FileSource
 from sparkcep.io.kafka.source import KafkaSource
 from sparkcep.io.sink import BatchWriter
 from sparkcep.io.source import Source
-from sparkcep.io.storage import location
-from sparkcep.jobstatus import StatusFile, first_line
 from sparkcep.lag.live import LiveLag
-from sparkcep.outputs import BatchMetrics
 from sparkcep.rules.model import RuleSet
-from sparkcep.run_summary import RunSummary
+from sparkcep.runfiles.layout import own_dir, summary_file
+from sparkcep.runfiles.outputs import BatchMetrics
+from sparkcep.runfiles.status import StatusFile, first_line
+from sparkcep.runfiles.summary import RunSummary
 from sparkcep.spark.runner import Pipeline, RunConfig
 from sparkcep.spark.session import SparkSettings, get_or_create_session
+from sparkcep.storage import location
 from sparkcep.store import RuleStore
 from sparkcep.timeutil import parse_duration
 
@@ -152,7 +153,7 @@ def run_job(
     ``OUTPUT/_summary.json`` and return it.
 
     The job's state (starting, running, stopped, failed) and a heartbeat are kept in
-    ``CHECKPOINT/sparkcep/status.json`` (:mod:`sparkcep.jobstatus`) for the console and operators. ``on_start``
+    ``CHECKPOINT/sparkcep/status.json`` (:mod:`sparkcep.runfiles.status`) for the console and operators. ``on_start``
     gets the Spark UI's address (None when the UI is off) once the query runs (a live one once it is warm, see
     Pipeline.run_streaming); ``on_batch`` gets every micro-batch's metrics on the driver, right after the batch is
     written; ``on_lag`` every measure of the source's lag the driver takes on a timer (:mod:`sparkcep.lag.live`).
@@ -160,9 +161,9 @@ def run_job(
     (caught up, a signal, ``--stop-after``) or the error it failed with.
     """
     started = time.monotonic()
-    state_dir = location(job.config.checkpoint_dir) / "sparkcep"
-    state_dir.mkdir()
-    status = StatusFile(state_dir, command, job.bounded).beating()
+    checkpoint = location(job.config.checkpoint_dir)
+    own_dir(checkpoint).mkdir()
+    status = StatusFile(checkpoint, command, job.bounded).beating()
     try:
         spark = get_or_create_session(session) if isinstance(session, SparkSettings) else session
         spark_ui = spark.sparkContext.uiWebUrl
@@ -184,5 +185,5 @@ def run_job(
         raise
     status.close("stopped", reason=pipeline.stop_reason or "the streaming query ended")
     result = JobResult(summary, result_started - started, log)
-    (location(job.config.output_dir) / "_summary.json").write_atomically(json.dumps(result.to_json(), indent=2))
+    summary_file(location(job.config.output_dir)).write_atomically(json.dumps(result.to_json(), indent=2))
     return result

@@ -30,8 +30,16 @@ from sparkcep.core.engine import NO_WATERMARK, BatchResult, Engine, collector_pa
 from sparkcep.core.pages import BucketIndex, PageLimits, PageTraffic, open_bucket
 from sparkcep.core.program import CONTROL, Program
 from sparkcep.io.packed import unpack
-from sparkcep.outputs import KIND_DEAD, KIND_ERROR, KIND_LATE, KIND_METRIC, KIND_OUTPUT, dead_record, late_record
 from sparkcep.rules.model import RuleSet
+from sparkcep.runfiles.outputs import (
+    KIND_DEAD,
+    KIND_ERROR,
+    KIND_LATE,
+    KIND_METRIC,
+    KIND_OUTPUT,
+    dead_record,
+    late_record,
+)
 
 OUTPUT_SCHEMA = "kind string, name string, time long, payload string"
 # The bucket's index (sparkcep.core.pages.BucketIndex); a checkpoint from before pages holds the whole bucket

@@ -15,8 +15,9 @@ from sparkcep.errors import CheckpointIncomplete
 from sparkcep.io.files import FileSource
 from sparkcep.io.kafka.source import KafkaSource
 from sparkcep.io.source import Source
-from sparkcep.io.storage import Location
-from sparkcep.spark.rescale import SHUFFLE_PARTITIONS, STATE_DDL, STATE_DIR, Rescaled, RescaleError, log_files
+from sparkcep.runfiles.layout import commits_dir, control_dir, rescale_state_dir
+from sparkcep.spark.rescale import SHUFFLE_PARTITIONS, STATE_DDL, Rescaled, RescaleError, log_files
+from sparkcep.storage import Location
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, GroupedData, SparkSession
@@ -95,20 +96,19 @@ def query_start(spark: SparkSession, checkpoint: Location, time_field: str, dela
     On a rescaled checkpoint whose batch 0 is not committed yet, it writes the control record that moves Spark's
     watermark to the old query's (its event time needs this run's ``delay_ms``); a restart during batch 0 finds
     it written and Spark's log pins it to batch 0."""
-    own = checkpoint / "sparkcep"
-    rescaled = Rescaled.read(own)
+    rescaled = Rescaled.read(checkpoint)
     if rescaled is None:
         return QueryStart()
-    first = not log_files(checkpoint / "query" / "commits")
+    first = not log_files(commits_dir(checkpoint))
     if not first:
         # Batch 0 is committed: the state lives in Spark's state store, the Parquet copy is never read again.
-        (own / STATE_DIR).remove()
+        rescale_state_dir(checkpoint).remove()
         return QueryStart(spark, rescaled)
-    state = own / STATE_DIR
+    state = rescale_state_dir(checkpoint)
     if not state.exists():
         raise CheckpointIncomplete(str(checkpoint), f"its rescaled state {state} is gone before its first batch ran")
     if rescaled.watermark_ms is not None:
-        record = own / "control" / f"rescale-{rescaled.watermark_ms}.jsonl"
+        record = control_dir(checkpoint) / f"rescale-{rescaled.watermark_ms}.jsonl"
         if not record.exists():
             record.write_atomically(flush_record(time_field, rescaled.watermark_ms + delay_ms) + "\n")
     frame = spark.read.schema(STATE_DDL).parquet(state.uri).select("bucket", "kind", "number", "blob")

@@ -42,19 +42,18 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from sparkcep.diagnose import check_checkpoint_complete
 from sparkcep.errors import CheckpointIncomplete, SparkcepError
 from sparkcep.io.kafka.offsets import positions
-from sparkcep.io.storage import Location, location
+from sparkcep.runfiles import layout
+from sparkcep.runfiles.checkpoint import check_checkpoint_complete
 from sparkcep.spark.placement import balanced_bucket_keys, identity_bucket_keys
 from sparkcep.spark.processor import INITIAL_INDEX, INITIAL_PAGE, INITIAL_TIMER
+from sparkcep.storage import Location, location
 from sparkcep.timeutil import format_iso
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-RESCALED_FILE = "rescaled.json"  # in CHECKPOINT/sparkcep: what the rescale recorded
-STATE_DIR = "rescale-state"  # in CHECKPOINT/sparkcep: the re-keyed state, Parquet
 FORMAT_VERSION = 1
 STATE_DDL = "bucket int, kind int, number long, blob binary, old int"
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
@@ -82,7 +81,7 @@ class Rescaled:
     batch_base: int  # NEW's batch n is batch_base + n in file names and metrics
     watermark_ms: int | None  # the watermark the old query would have resumed with (None: it had none yet)
     input_offsets: str | None  # the input reader's offsets (JSON) where the old query stopped; None: it read nothing
-    carried_batches: int  # batch metrics carried over (sparkcep.diagnose knows NEW has no offsets for them)
+    carried_batches: int  # batch metrics carried over (runfiles.checkpoint: NEW has no offsets for them)
     rows: dict[str, int] = field(default_factory=dict)  # state rows carried: buckets, pages, timers
     version: int = FORMAT_VERSION
 
@@ -90,14 +89,15 @@ class Rescaled:
         return asdict(self)
 
     @classmethod
-    def read(cls, state_dir: Location) -> Rescaled | None:
-        path = state_dir / RESCALED_FILE
+    def read(cls, checkpoint: Location) -> Rescaled | None:
+        """What the rescale that prepared ``checkpoint`` recorded; None for a checkpoint no rescale prepared."""
+        path = layout.rescaled_file(checkpoint)
         if not path.exists():
             return None
         data = json.loads(path.read_text())
         if not isinstance(data, dict) or data.get("version") != FORMAT_VERSION:
             raise CheckpointIncomplete(
-                str(state_dir.parent),
+                str(checkpoint),
                 f"{path}: expected a rescale record of version {FORMAT_VERSION}, got {data!r:.200}",
             )
         known = {f.name for f in fields(cls)}
@@ -167,15 +167,14 @@ def _log_body(file: Location, checkpoint: Location) -> list[str]:
 def read_old(old: Location) -> OldCheckpoint:
     """The old checkpoint's layout, last committed batch, watermark and source offsets; refuses one that is
     missing, incomplete, mid-batch or read by a source that cannot be continued."""
-    own, query = old / "sparkcep", old / "query"
-    if not (own / "run.json").exists():
-        raise CheckpointIncomplete(str(old), f"expected a sparkcep checkpoint with {own / 'run.json'}, got none")
+    if not layout.run_record(old).exists():
+        raise CheckpointIncomplete(str(old), f"expected a sparkcep checkpoint with {layout.run_record(old)}, got none")
     check_checkpoint_complete(old)
-    commits, offsets = log_files(query / "commits"), log_files(query / "offsets")
+    commits, offsets = log_files(layout.commits_dir(old)), log_files(layout.offsets_dir(old))
     if not commits:
         raise CheckpointIncomplete(
             str(old),
-            f"expected at least one committed micro-batch in {query / 'commits'}, got none (nothing to rescale)",
+            f"expected at least one committed micro-batch in {layout.commits_dir(old)}, got none (nothing to rescale)",
         )
     last = max(commits)
     if max(offsets, default=-1) != last:
@@ -192,7 +191,7 @@ def read_old(old: Location) -> OldCheckpoint:
     commit = json.loads(_log_body(commits[last], old)[0])
     # The watermark a restart of the old query would run its next batch with (Spark writes 0 for none).
     watermark = int(commit.get("nextBatchWatermarkMs", 0)) or None
-    run = json.loads((own / "run.json").read_text())
+    run = json.loads(layout.run_record(old).read_text())
     sources = body[1:]
     if len(sources) != 2:
         raise RescaleError(
@@ -200,7 +199,7 @@ def read_old(old: Location) -> OldCheckpoint:
             f"{len(sources)}"
         )
     input_offsets = _input_offsets(old, run, sources[0])
-    previous = Rescaled.read(own)
+    previous = Rescaled.read(old)
     return OldCheckpoint(
         location=old,
         run=run,
@@ -237,11 +236,11 @@ def _input_offsets(old: Location, run: dict[str, Any], text: str) -> str | None:
 def _unread_control(old: Location, text: str) -> tuple[Location, ...]:
     """Control files the old query had not read by its last batch (an idle advance or a rule log written just
     before it stopped): the new query must read them, as a restart of the old one would have."""
-    control = old / "sparkcep" / "control"
+    control = layout.control_dir(old)
     upto = -1 if text.strip() in ("", "-") else int(json.loads(text)["logOffset"])
     read: set[str] = set()
     # Spark's file-source log: one file per batch, every tenth compacted with all before it.
-    for entry in (old / "query" / "sources" / str(_CONTROL_SOURCE)).children():
+    for entry in layout.query_source_dir(old, _CONTROL_SOURCE).children():
         if not _LOG_NAME.fullmatch(entry.name):
             continue
         for line in _log_body(entry, old):
@@ -285,14 +284,13 @@ def rescale(
     source, target = checkpoint.location, location(new)
     staging = target.parent / f".{target.name}.rescaling"
     staging.remove()  # what an interrupted rescale left
-    own = staging / "sparkcep"
     try:
         new_keys = balanced_bucket_keys(checkpoint.buckets, partitions)
-        rows = _write_state(
-            spark, checkpoint, dict(zip(checkpoint.bucket_keys, new_keys, strict=True)), own / STATE_DIR
-        )
-        carried = _copy_files(checkpoint, own)
-        (own / "run.json").write_atomically(json.dumps({**checkpoint.run, "bucket_keys": list(new_keys)}, indent=1))
+        keys = dict(zip(checkpoint.bucket_keys, new_keys, strict=True))
+        rows = _write_state(spark, checkpoint, keys, layout.rescale_state_dir(staging))
+        carried = _copy_files(checkpoint, staging)
+        run = {**checkpoint.run, "bucket_keys": list(new_keys)}
+        layout.run_record(staging).write_atomically(json.dumps(run, indent=1))
         record = Rescaled(
             origin=source.uri,
             origin_batch=checkpoint.last_batch,
@@ -304,7 +302,7 @@ def rescale(
             carried_batches=carried,
             rows=rows,
         )
-        (own / RESCALED_FILE).write_atomically(json.dumps(record.to_json(), indent=1))
+        layout.rescaled_file(staging).write_atomically(json.dumps(record.to_json(), indent=1))
         if target.exists():
             target.remove()  # an empty directory, checked before
         staging.replace(target)
@@ -333,7 +331,7 @@ def _write_state(spark: SparkSession, old: OldCheckpoint, keys: dict[int, int], 
 
     from pyspark.sql import functions as F
 
-    query = (old.location / "query").uri
+    query = layout.query_dir(old.location).uri
     variables = _state_variables(spark, query, old.location)
 
     def read(**options: str) -> DataFrame:
@@ -389,18 +387,17 @@ def _state_variables(spark: SparkSession, query: str, old: Location) -> set[str]
     return {str(variable["stateName"]) for variable in properties.get("stateVariables", [])}
 
 
-def _copy_files(old: OldCheckpoint, own: Location) -> int:
-    """sparkcep's own files that go on: batch metrics, the end-of-input flush mark, unread control records.
-    Returns how many batch metrics were carried."""
-    source = old.location / "sparkcep"
-    metrics = (source / "metrics").children("batch-*.json")
+def _copy_files(old: OldCheckpoint, new: Location) -> int:
+    """sparkcep's own files that go on from ``old`` to the checkpoint ``new``: batch metrics, the end-of-input
+    flush mark, unread control records. Returns how many batch metrics were carried."""
+    metrics = layout.metrics_dir(old.location).children(layout.BATCH_GLOB)
     for file in metrics:
-        (own / "metrics" / file.name).write_atomically(file.read_bytes())
-    flushed = source / "flushed.json"
+        (layout.metrics_dir(new) / file.name).write_atomically(file.read_bytes())
+    flushed = layout.flushed_file(old.location)
     if flushed.exists():
-        (own / "flushed.json").write_atomically(flushed.read_bytes())
-    (own / "control").mkdir()
+        layout.flushed_file(new).write_atomically(flushed.read_bytes())
+    layout.control_dir(new).mkdir()
     # Written anew, not copied with their times: Spark's file source ignores files much older than the newest.
     for file in old.unread_control:
-        (own / "control" / file.name).write_atomically(file.read_bytes())
+        (layout.control_dir(new) / file.name).write_atomically(file.read_bytes())
     return len(metrics)

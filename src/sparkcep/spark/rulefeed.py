@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 from sparkcep.core.control import rules_record
 from sparkcep.core.program import Program
-from sparkcep.io.storage import Location
-from sparkcep.outputs import write_atomically
 from sparkcep.rules.model import RuleSet
+from sparkcep.runfiles.layout import unreadable_versions_file
+from sparkcep.runfiles.outputs import write_atomically
+from sparkcep.storage import Location
 from sparkcep.store import RuleStore
 
 
@@ -72,14 +73,12 @@ class RuleFeed:
         self.delivered = max(self.delivered, log.seq)
 
 
-UNREADABLE_FILE = "unreadable-rule-versions.jsonl"
-
-
-def report_unreadable(store: RuleStore, errors_dir: Location) -> int:
-    """Write the store's unreadable versions (each holds its rule paused) to ``ERRORS/unreadable-rule-versions.jsonl``,
-    replacing the file (it lists what is unreadable now: a repaired rule drops out); return how many there are."""
+def report_unreadable(store: RuleStore, output: Location) -> int:
+    """Write the store's unreadable versions (each holds its rule paused) to
+    ``OUTPUT/_errors/unreadable-rule-versions.jsonl``, replacing the file (it lists what is unreadable now: a
+    repaired rule drops out); return how many there are."""
     unreadable = store.unreadable()
-    path = errors_dir / UNREADABLE_FILE
+    path = unreadable_versions_file(output)
     if unreadable or path.exists():
         records = [
             {

@@ -30,14 +30,15 @@ from sparkcep.io.files import SPARK_READER, FileSource
 from sparkcep.io.lag import SourceLag
 from sparkcep.io.sink import BatchWriter
 from sparkcep.io.source import Source
-from sparkcep.io.storage import Location, location
+from sparkcep.io.source_position import source_position
 from sparkcep.lag.checkpoint import input_offset, planned_batch
 from sparkcep.lag.live import INTERVAL_S as LAG_INTERVAL_S
 from sparkcep.lag.live import LagTimer, LiveLag, newer_lag, read_live_lag
 from sparkcep.lag.sources import source_record
-from sparkcep.outputs import DEADLETTER_DIR, ERRORS_DIR, LATE_DIR, BatchMetrics, read_metrics
 from sparkcep.rules.model import RuleSet, rule_keys
-from sparkcep.run_summary import RunSummary, source_position, summarize
+from sparkcep.runfiles import layout
+from sparkcep.runfiles.outputs import BatchMetrics, read_metrics
+from sparkcep.runfiles.summary import RunSummary, summarize
 from sparkcep.spark.batches import BatchCollector
 from sparkcep.spark.idle import IdleAdvancer, known_watermark
 from sparkcep.spark.placement import balanced_bucket_keys, identity_bucket_keys
@@ -45,6 +46,7 @@ from sparkcep.spark.query import QuerySpec, build_stream
 from sparkcep.spark.query_start import query_start
 from sparkcep.spark.rulefeed import RuleFeed, report_unreadable
 from sparkcep.spark.source_lag import SourceLagPosition
+from sparkcep.storage import Location, location
 from sparkcep.store import RuleStore
 from sparkcep.store.quarantine import quarantine
 from sparkcep.timeutil import DEFAULT_MAX_AHEAD_MS, format_iso, parse_duration, parse_event_time
@@ -86,7 +88,7 @@ def checkpoint_files_for(spark: SparkSession, checkpoint: Location) -> Iterator[
 class RunConfig:
     source: Source  # the input: sparkcep.io.files.FileSource or sparkcep.io.kafka.source.KafkaSource
     # The file sink's directory, always written (the summary and the console read it), and the checkpoint: paths
-    # or URIs of any file system Spark and fsspec reach (sparkcep.io.storage).
+    # or URIs of any file system Spark and fsspec reach (sparkcep.storage).
     output_dir: Path | str
     checkpoint_dir: Path | str
     # How far the watermark trails the largest time read. None: the time mode's default (5 s on event time, 0 on
@@ -143,10 +145,10 @@ class Pipeline:
         self.config = config
         self.output = location(config.output_dir)
         self.checkpoint = location(config.checkpoint_dir)
-        self._state_dir = self.checkpoint / "sparkcep"
-        self.control_dir = self._state_dir / "control"
-        self.metrics_dir = self._state_dir / "metrics"
-        self._query_checkpoint = self.checkpoint / "query"
+        self._state_dir = layout.own_dir(self.checkpoint)
+        self.control_dir = layout.control_dir(self.checkpoint)
+        self.metrics_dir = layout.metrics_dir(self.checkpoint)
+        self._query_checkpoint = layout.query_dir(self.checkpoint)
         self.feed = None if store is None else RuleFeed(store, self.control_dir, config.buckets)
         self.on_batch = on_batch  # told of every batch once it is written (a progress line, a log)
         self.on_running = on_running  # told once the query runs (a live one: once it is warm, see run_streaming)
@@ -184,7 +186,7 @@ class Pipeline:
         self.rules, self.rules_seq = log.rules, log.seq
         self.feed.delivered = log.seq  # the query starts with this log; no control record needed for it
         self.program = Program(self.rules)
-        self.unreadable_rule_versions = report_unreadable(self.feed.store, self.output / ERRORS_DIR)
+        self.unreadable_rule_versions = report_unreadable(self.feed.store, self.output)
 
     def _after_batch(self, metrics: BatchMetrics) -> None:
         """Driver side, after each micro-batch: poll the rule store and hand changes to the next batch."""
@@ -205,7 +207,7 @@ class Pipeline:
             # effect after the last event the old plan handled (start() assigns their time then).
             self.replan_needed = True
         elif delivered is not False:
-            self.unreadable_rule_versions = report_unreadable(self.feed.store, self.output / ERRORS_DIR)
+            self.unreadable_rule_versions = report_unreadable(self.feed.store, self.output)
 
     # -- checkpoint identity -----------------------------------------------------------------------
 
@@ -216,7 +218,7 @@ class Pipeline:
             "keysets": [list(fields) for fields in self.program.keysets],
             "time_field": self.program.time_field,
         }
-        path = self._state_dir / "run.json"
+        path = layout.run_record(self.checkpoint)
         stored: dict[str, Any] = {}
         if path.exists():
             stored = json.loads(path.read_text())
@@ -268,7 +270,7 @@ class Pipeline:
         if not isinstance(source, FileSource):
             return source
         reader = stored.get("file_reader")
-        if reader is None and (self._query_checkpoint / "offsets").children("[0-9]*"):
+        if reader is None and layout.offsets_dir(self.checkpoint).children("[0-9]*"):
             reader = SPARK_READER
         # Aligned reading steps through the event times the lines carry; under arrival time they carry none (their
         # time is the batch's clock), so files are read one after another, oldest first.
@@ -440,7 +442,7 @@ class Pipeline:
 
     def _warming(self, query: StreamingQuery) -> bool:
         """Whether the first micro-batch of this run is still to be written (a failed query raises its error)."""
-        if (self.metrics_dir / f"batch-{self._first_batch:08d}.json").exists():
+        if (self.metrics_dir / layout.batch_file_name(self._first_batch)).exists():
             return False
         if not query.isActive and query.exception() is not None:
             raise RunError(f"the streaming query stopped while it warmed up: {query.exception()}")
@@ -459,7 +461,7 @@ class Pipeline:
     @property
     def _flushed_path(self) -> Location:
         # Beside the control stream, not in it: Spark reads every file of that directory as input.
-        return self._state_dir / "flushed.json"
+        return layout.flushed_file(self.checkpoint)
 
     def _write_flush_record(self) -> int | None:
         """Write an end-of-input control record; return the watermark it will produce, or None when a run
@@ -503,8 +505,8 @@ class Pipeline:
             str(out),
             paths={
                 **{name: str(out / name) for name in sorted({n for m in metrics for n in m.by_type})},
-                "late": str(out / LATE_DIR),
-                "deadletter": str(out / DEADLETTER_DIR),
-                "errors": str(out / ERRORS_DIR),
+                "late": str(layout.late_dir(out)),
+                "deadletter": str(layout.deadletter_dir(out)),
+                "errors": str(layout.errors_dir(out)),
             },
         )

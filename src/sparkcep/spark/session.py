@@ -75,7 +75,7 @@ def get_or_create_session(settings: SparkSettings | None = None) -> SparkSession
     """Start (or reuse) a session. Checks Java first and points workers at this Python.
 
     The JVM and the Python workers it starts print on the standard error they inherit now: the command line
-    points it at a log file first (``sparkcep.runlog.CommandLog.output_to_log``).
+    points it at a log file first (``sparkcep.cli.runlog.CommandLog.output_to_log``).
     """
     settings = settings or SparkSettings()
     java = find_java()

@@ -16,10 +16,10 @@ from typing import Any
 
 from sparkcep.io.lag import SourceLag
 from sparkcep.io.source import Source
-from sparkcep.io.storage import Location
 from sparkcep.lag.checkpoint import measure_lag, resume_position
 from sparkcep.lag.live import LagTimer, LiveLag
 from sparkcep.lag.sources import source_record
+from sparkcep.storage import Location
 
 
 class SourceLagPosition:

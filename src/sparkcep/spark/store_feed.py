@@ -26,10 +26,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparkcep.io.storage import Location, location
-from sparkcep.outputs import BatchMetrics
 from sparkcep.rules.model import RuleSet
+from sparkcep.runfiles.outputs import BatchMetrics
 from sparkcep.spark.rulefeed import RuleFeed, RuleLog
+from sparkcep.storage import Location, location
 from sparkcep.store import RuleStore, open_store, store_spec_relative_to
 from sparkcep.store.quarantine import quarantine
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from sparkcep.io.kafka import client as kafka
 from sparkcep.io.kafka.topics import BROKER_DEFAULT_REPLICATION, TopicSettings, ensure_topics
-from sparkcep.outputs import KeyFields, Outputs, key_values, record_time
+from sparkcep.runfiles.outputs import KeyFields, Outputs, key_values, record_time
 
 DEFAULT_MARKER_TOPIC = "sparkcep-sink-commits"
 _ADMIN_TIMEOUT_S = 30.0

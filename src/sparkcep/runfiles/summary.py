@@ -1,5 +1,6 @@
 """What a run did, as ``sparkcep run`` prints it and writes ``OUTPUT/_summary.json``: this run's figures and the
-checkpoint's totals (every run of it), kept apart; where the source stands; outputs per sink.
+checkpoint's totals (every run of it), kept apart; where the source stands (as
+:func:`sparkcep.io.source_position.source_position` describes it); outputs per sink.
 
 Records add up in both scopes::
 
@@ -26,14 +27,12 @@ Nothing here needs Spark; :mod:`sparkcep.spark.runner` builds it from the batch 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sparkcep.core.engine import add_counts
-from sparkcep.io.file_plan import FileOffsets
-from sparkcep.io.kafka.offsets import positions
-from sparkcep.outputs import BatchMetrics
+from sparkcep.runfiles.outputs import BatchMetrics
 from sparkcep.timeutil import format_iso
 
 
@@ -176,19 +175,3 @@ def summarize(
         busy_s=round(busy, 3),
         events_per_busy_s=round(this_run.records / busy, 1) if busy > 0 else 0.0,
     )
-
-
-def source_position(offset: Mapping[str, Any] | None) -> dict[str, Any]:
-    """A source's end offset as the summary shows it: Kafka's offsets per ``topic:partition`` as they are; for
-    files, how many were read whole or in part and the bytes read (the offsets name every file)."""
-    if offset is None:
-        return {}
-    if offset.get("v") is not None and isinstance(offset.get("files"), dict):
-        try:
-            files = FileOffsets.from_json(offset).files
-        except ValueError:
-            return {"offsets": dict(offset)}
-        whole = sum(1 for position, size in files.values() if position >= size)
-        return {"files_read": whole, "files_partly_read": len(files) - whole,
-                "bytes_read": sum(min(position, size) for position, size in files.values())}  # fmt: skip
-    return {"offsets": positions(offset)}

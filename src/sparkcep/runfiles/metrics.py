@@ -1,7 +1,8 @@
-"""What a job leaves in its checkpoint for others to read without Spark: a metrics file per micro-batch
-(``CHECKPOINT/sparkcep/metrics/batch-<id>.json``) and the job's status (``CHECKPOINT/sparkcep/status.json``).
+"""The batch metrics a job leaves in its checkpoint for others to read without Spark: a file per micro-batch
+(``CHECKPOINT/sparkcep/metrics/batch-<id>.json``, :func:`sparkcep.runfiles.layout.metrics_dir`); the job's status
+beside it is :mod:`sparkcep.runfiles.status`.
 
-Both are written by atomic rename. A batch's file is written when the batch ends; after a restart Spark re-runs
+Files are written by atomic rename. A batch's file is written when the batch ends; after a restart Spark re-runs
 the batch it had not committed, which rewrites the newest file. So a reader lists the directory each time, reads
 the files it has not seen, and looks again (modification time and size) only at the newest :data:`RECHECK`
 files: a look costs a listing plus the new batches, however many old ones there are. A file gone from the
@@ -20,24 +21,16 @@ from typing import Any
 
 import orjson
 
-from sparkcep.errors import EventTimeError
-from sparkcep.io.storage import Location, location
-from sparkcep.jobstatus import ALIVE_STATES, STATUS_NAME, lost_since
-from sparkcep.outputs import BatchMetrics
-from sparkcep.timeutil import parse_event_time
+from sparkcep.runfiles.layout import batch_id_of, metrics_dir
+from sparkcep.runfiles.outputs import BatchMetrics
+from sparkcep.storage import Location, location
 
 RECHECK = 8  # the newest batch files looked at again on every scan: those a restarted job may rewrite
-RUNNING_STATES = ALIVE_STATES
-_PREFIX, _SUFFIX = "batch-", ".json"
 _FIELDS = {f.name for f in dataclasses.fields(BatchMetrics)}
 
 
 def metrics_dir_of(checkpoint: str | os.PathLike[str] | Location) -> Location:
-    return location(checkpoint) / "sparkcep" / "metrics"
-
-
-def status_file_of(checkpoint: str | os.PathLike[str] | Location) -> Location:
-    return location(checkpoint) / "sparkcep" / STATUS_NAME
+    return metrics_dir(location(checkpoint))
 
 
 def metrics_from_json(data: Mapping[str, Any]) -> BatchMetrics:
@@ -53,14 +46,6 @@ def read_json(file: Location) -> dict[str, Any] | None:
     except (FileNotFoundError, IsADirectoryError, PermissionError, orjson.JSONDecodeError):
         return None
     return data if isinstance(data, dict) else None
-
-
-def batch_id_of(name: str) -> int | None:
-    """The batch id in a metrics file's name, ``batch-00000042.json`` -> 42; None for any other name."""
-    if not (name.startswith(_PREFIX) and name.endswith(_SUFFIX)):
-        return None
-    digits = name[len(_PREFIX) : -len(_SUFFIX)]
-    return int(digits) if digits.isdigit() else None
 
 
 @dataclass(frozen=True)
@@ -171,43 +156,3 @@ class MetricsReader:
             self.files, self._batches = BatchFiles(self.metrics_dir), {}  # part of a scan may be taken in
             raise
         return [self._batches[batch_id] for batch_id in sorted(self._batches)]
-
-
-@dataclass(frozen=True)
-class JobStatus:
-    """The job's ``status.json`` as a reader needs it (times in epoch ms; the writer is sparkcep.jobstatus). A job
-    killed without a word (SIGKILL, a lost machine) leaves a file that still says ``running``, which
-    :meth:`state_at` turns into ``lost``."""
-
-    state: str  # as written: "starting", "running", "stopped" or "failed"
-    since_ms: int | None = None
-    heartbeat_ms: int | None = None
-    error: str | None = None
-
-    def state_at(self, now_ms: int) -> str:
-        """The state at wall time ``now_ms``: as written, or ``lost`` for a starting or running job whose last
-        sign of life is too old (:func:`sparkcep.jobstatus.lost_since`)."""
-        return "lost" if lost_since(self.state, self.since_ms, self.heartbeat_ms, now_ms) is not None else self.state
-
-
-def read_status(checkpoint: str | os.PathLike[str] | Location) -> JobStatus | None:
-    """The job's status; None when it wrote none (a job of an older sparkcep) or the file is not one."""
-    data = read_json(status_file_of(checkpoint))
-    if data is None or not isinstance(data.get("state"), str):
-        return None
-    error = data.get("error")
-    return JobStatus(
-        state=data["state"],
-        since_ms=_time_ms(data.get("since")),
-        heartbeat_ms=_time_ms(data.get("heartbeat")),
-        error=error if isinstance(error, str) else None,
-    )
-
-
-def _time_ms(value: object) -> int | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return parse_event_time(value)
-    except EventTimeError:
-        return None

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from sparkcep.diagnose import Diagnosis, Where, diagnose, exception_chain
 from sparkcep.redaction import redact
+from sparkcep.runfiles.layout import logs_dir
 
 KEEP = 50
 LOG_DIR_ENV = "SPARKCEP_LOG_DIR"
@@ -34,7 +35,7 @@ LOG_DIR_ENV = "SPARKCEP_LOG_DIR"
 
 def state_log_dir() -> Path:
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "sparkcep" / "logs"
+    return Path(base, "sparkcep", "logs")  # the user's own directory, not a checkpoint's (runfiles.layout.logs_dir)
 
 
 def log_dirs(checkpoint: Path | None, create_checkpoint: bool = False) -> list[Path]:
@@ -44,7 +45,7 @@ def log_dirs(checkpoint: Path | None, create_checkpoint: bool = False) -> list[P
     if os.environ.get(LOG_DIR_ENV):
         dirs.append(Path(os.environ[LOG_DIR_ENV]))
     if checkpoint is not None and (create_checkpoint or checkpoint.is_dir()):
-        dirs.append(checkpoint / "sparkcep" / "logs")
+        dirs.append(logs_dir(checkpoint))
     dirs.append(state_log_dir())
     dirs.append(Path(tempfile.gettempdir()) / f"sparkcep-logs-{os.getuid()}")
     return dirs

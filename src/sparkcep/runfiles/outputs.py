@@ -1,6 +1,6 @@
-"""What a run writes and how to read it back: output kinds and directories (``OUTPUT/<event_type>/*.jsonl``,
-``_late/``, ``_deadletter/``, ``_errors/``), the late and dead-letter records, the batch metrics, and what
-every sink reads of a complex event (its correlation key and time).
+"""What a run writes and how to read it back: output kinds, the late and dead-letter records, the batch metrics,
+and what every sink reads of a complex event (its correlation key and time). Where each goes
+(``OUTPUT/<event_type>/*.jsonl``, ``_late/``, ``_deadletter/``, ``_errors/``) is :mod:`sparkcep.runfiles.layout`.
 
 Records are read back in a canonical order (by occurred_at, then the whole record), so two runs over the same
 data compare equal whatever their micro-batch split was. Nothing here needs Spark: the console and tools read
@@ -19,7 +19,8 @@ import orjson
 
 from sparkcep.core.engine import add_counts
 from sparkcep.core.logic import Record
-from sparkcep.io.storage import Location, location
+from sparkcep.runfiles.layout import BATCH_GLOB, is_output_type_dir
+from sparkcep.storage import Location, location
 from sparkcep.timeutil import format_iso, parse_event_time
 
 # What a row the stateful processor emits is (its ``kind`` column).
@@ -29,9 +30,6 @@ KIND_DEAD = "dead"
 KIND_METRIC = "metric"
 KIND_ERROR = "error"
 
-LATE_DIR = "_late"
-DEADLETTER_DIR = "_deadletter"
-ERRORS_DIR = "_errors"
 _METRIC_FIELDS = ("rows", "accepted", "late", "dead", "outputs", "errors")
 # Counts a metrics row of an older sparkcep may lack (read as 0).
 _OPTIONAL_COUNTS = (
@@ -172,7 +170,7 @@ def dead_record(line: str, reason: str) -> Record:
 
 def read_metrics(metrics_dir: Path | Location) -> list[BatchMetrics]:
     """All batch metrics of a checkpoint, in batch order."""
-    return [BatchMetrics(**json.loads(path.read_text())) for path in location(metrics_dir).children("batch-*.json")]
+    return [BatchMetrics(**json.loads(path.read_text())) for path in location(metrics_dir).children(BATCH_GLOB)]
 
 
 def read_jsonl_dir(path: Path) -> list[dict[str, Any]]:
@@ -206,12 +204,13 @@ def without_origins(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def read_outputs(output_dir: Path) -> dict[str, list[dict[str, Any]]]:
-    """Complex events per output type (directories not starting with ``_``), canonically ordered."""
+    """Complex events per output type (:func:`~sparkcep.runfiles.layout.is_output_type_dir`), canonically
+    ordered."""
     result: dict[str, list[dict[str, Any]]] = {}
     if not output_dir.is_dir():
         return result
     for sub in sorted(output_dir.iterdir()):
-        if sub.is_dir() and not sub.name.startswith((".", "_")):
+        if sub.is_dir() and is_output_type_dir(sub.name):
             result[sub.name] = canonical(read_jsonl_dir(sub))
     return result
 
