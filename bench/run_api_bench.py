@@ -91,7 +91,7 @@ def run(events: int, files: int, workdir: Path) -> list[dict[str, Any]]:
     summary = json.loads((base / "out" / "_summary.json").read_text())
     stream_records = read_all_outputs(base / "out")
 
-    oracle_cmd = [sys.executable, "-m", "sparkcep.oracle", "--rules", str(RULES), "--input", str(base / "input"),
+    oracle_cmd = [sys.executable, "-m", "sparkcep.testing", "--rules", str(RULES), "--input", str(base / "input"),
                   "--output", str(base / "oracle.jsonl")]  # fmt: skip
     ref = measure(oracle_cmd)
     if ref.returncode != 0:

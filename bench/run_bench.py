@@ -52,7 +52,7 @@ def bench_workload(name: str, events: int, files: int, workdir: Path) -> list[di
     oracle_cmd = [
         sys.executable,
         "-m",
-        "sparkcep.oracle",
+        "sparkcep.testing",
         "--rules",
         str(rules),
         "--input",

@@ -28,10 +28,10 @@ from typing import Any
 
 from treerss import measure
 
-from sparkcep import oracle
 from sparkcep.outputs import canonical, read_all_outputs, without_origins
 from sparkcep.rules.model import load_rules
 from sparkcep.simulate import generate_orders
+from sparkcep.testing import oracle
 from sparkcep.timeutil import parse_event_time
 
 ROOT = Path(__file__).resolve().parents[1]

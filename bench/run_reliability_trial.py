@@ -34,12 +34,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from sparkcep import oracle
 from sparkcep.core.lines import is_blank
 from sparkcep.outputs import canonical, read_all_outputs, read_jsonl_dir
 from sparkcep.rules.model import load_rules
 from sparkcep.simulate import generate_orders
 from sparkcep.simulate.hostile import Shape, hostile_lines, hostile_rule_documents
+from sparkcep.testing import oracle
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "examples" / "orders.rules.json"

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sparkcep import oracle
 from sparkcep.api import Detection, detect
 from sparkcep.outputs import canonical
 from sparkcep.rules.model import parse_rules
 from sparkcep.store import RuleStore
+from sparkcep.testing import oracle
 from sparkcep.timeutil import parse_event_time
 
 from helpers import T0, line

@@ -9,11 +9,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparkcep import oracle
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
 from sparkcep.outputs import canonical
 from sparkcep.rules.model import parse_rules
+from sparkcep.testing import oracle
 
 from strategies import batch_splits
 

@@ -24,13 +24,13 @@ import psutil
 import pytest
 from cluster import SparkCluster, spark_cluster
 
-from sparkcep import oracle
 from sparkcep.io.files import FileSource
 from sparkcep.outputs import canonical, read_all_outputs
 from sparkcep.rules.model import load_rules, parse_rules
 from sparkcep.simulate import generate_orders
 from sparkcep.spark.jobs import Job, run_job
 from sparkcep.spark.runner import RunConfig
+from sparkcep.testing import oracle
 
 from helpers import DAY, line, parcel
 

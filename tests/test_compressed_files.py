@@ -18,7 +18,6 @@ import pytest
 import zstandard
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit
 
-from sparkcep import oracle
 from sparkcep.core import compression
 from sparkcep.core.compression import codec_of, decompressed
 from sparkcep.core.lines import UnreadableFile, read_lines
@@ -33,6 +32,7 @@ from sparkcep.io.kafka.produce import ProduceError, input_lines
 from sparkcep.io.storage import location
 from sparkcep.outputs import canonical, read_all_outputs, read_jsonl_dir
 from sparkcep.rules.model import load_rules
+from sparkcep.testing import oracle
 
 from helpers import INACTIVITY_RULE, T0, ruleset
 

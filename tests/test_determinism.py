@@ -9,10 +9,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparkcep import oracle
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
 from sparkcep.outputs import canonical
+from sparkcep.testing import oracle
 
 from helpers import COMPLETION_RULE, INACTIVITY_RULE, ruleset
 from strategies import DELAY, arrivals_within_delay, batch_splits, device_histories, order_histories

@@ -1,6 +1,6 @@
 """Copies of an event (the same id at the same time) count once, for every rule type, whatever batch, file or
 arrival order each copy comes in; a copy with other content is a dead letter. The engine and the oracle find
-copies independently (sparkcep.core.engine, sparkcep.oracle) and must agree."""
+copies independently (sparkcep.core.engine, sparkcep.testing) and must agree."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_aggregate_determinism import rule_logs, transactions
 
-from sparkcep import oracle
 from sparkcep.core.engine import BatchResult
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
 from sparkcep.outputs import canonical
 from sparkcep.rules.model import RuleSet, parse_rules
+from sparkcep.testing import oracle
 
 from helpers import COMPLETION_RULE, INACTIVITY_RULE, MINUTE, T0, line, track
 from strategies import DELAY, arrivals_within_delay, batch_splits, device_histories, order_histories

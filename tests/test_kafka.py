@@ -15,11 +15,11 @@ import pytest
 from kafka_topics import consume_all, create_topic, produce
 from test_spark import wait_for
 
-from sparkcep import oracle
 from sparkcep.outputs import canonical, read_all_outputs, read_jsonl_dir, read_metrics, without_origins
 from sparkcep.rules.model import load_rules
 from sparkcep.simulate import generate_devices, generate_orders
 from sparkcep.spark.runner import Pipeline, RunConfig
+from sparkcep.testing import oracle
 from sparkcep.timeutil import parse_event_time
 
 if TYPE_CHECKING:

@@ -13,7 +13,6 @@ import pickle
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparkcep import oracle
 from sparkcep.core.engine import NO_WATERMARK, BucketState, Engine
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.pages import (
@@ -31,6 +30,7 @@ from sparkcep.core.pages import (
 from sparkcep.core.program import Program
 from sparkcep.core.routing import Router
 from sparkcep.outputs import canonical
+from sparkcep.testing import oracle
 
 from helpers import COMPLETION_RULE, INACTIVITY_RULE, ruleset
 from strategies import DELAY, arrivals_within_delay, batch_splits, device_histories, order_histories

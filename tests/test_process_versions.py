@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from sparkcep import oracle
 from sparkcep.core.engine import NO_WATERMARK, BucketState, Engine
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
 from sparkcep.outputs import canonical
 from sparkcep.rules.model import RuleSet
+from sparkcep.testing import oracle
 from sparkcep.timeutil import format_iso
 
 from helpers import COMPLETION_RULE, INACTIVITY_RULE, MINUTE, T0, line, order, parcel, ruleset, track

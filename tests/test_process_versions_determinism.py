@@ -15,13 +15,13 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparkcep import oracle
 from sparkcep.core.engine import Engine
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
 from sparkcep.core.routing import readable_time
 from sparkcep.outputs import canonical
 from sparkcep.rules.model import RuleSet, parse_rules
+from sparkcep.testing import oracle
 
 from helpers import T0, line
 from strategies import DELAY, arrivals_within_delay, batch_splits

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from sparkcep import oracle
 from sparkcep.core.engine import add_counts
 from sparkcep.core.program import Program
 from sparkcep.io.files import FileSource
@@ -25,6 +24,7 @@ from sparkcep.rules.model import RuleSet, load_rules, parse_rules
 from sparkcep.run_summary import RunSummary
 from sparkcep.simulate import generate_orders
 from sparkcep.spark.runner import Pipeline, RunConfig
+from sparkcep.testing import oracle
 from sparkcep.timeutil import parse_event_time
 
 from helpers import COMPLETION_RULE, INACTIVITY_RULE, MINUTE, T0, order, parcel, ruleset, track

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from sparkcep import oracle
 from sparkcep.io.files import FileSource
 from sparkcep.outputs import canonical, read_all_outputs
 from sparkcep.rules.model import RuleSet, load_rules
 from sparkcep.run_summary import RunSummary
 from sparkcep.simulate import generate_devices, generate_transactions
 from sparkcep.spark.runner import Pipeline, RunConfig
+from sparkcep.testing import oracle
 from sparkcep.timeutil import parse_event_time
 
 if TYPE_CHECKING:

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from sparkcep import oracle
 from sparkcep.io.files import FileSource
 from sparkcep.outputs import canonical, read_all_outputs, read_jsonl_dir
 from sparkcep.run_summary import RunSummary
 from sparkcep.spark.runner import Pipeline, RunConfig
+from sparkcep.testing import oracle
 from sparkcep.timeutil import format_iso
 
 from helpers import COMPLETION_RULE, DAY, INACTIVITY_RULE, MINUTE, T0, order, parcel, ruleset, track

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from sparkcep import oracle
 from sparkcep.io.files import FileSource
 from sparkcep.outputs import DEADLETTER_DIR, LATE_DIR, canonical, read_all_outputs, read_jsonl_dir
 from sparkcep.rules.model import load_rules
 from sparkcep.simulate import generate_orders
 from sparkcep.spark.runner import Pipeline, RunConfig
+from sparkcep.testing import oracle
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

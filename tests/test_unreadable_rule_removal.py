@@ -18,7 +18,6 @@ import pytest
 from click.testing import CliRunner
 from test_store_unreadable import BAD_RULES, INPUT, OTHER_RULE, WINDOW_RULE, write_by_hand
 
-from sparkcep import oracle
 from sparkcep.cli import main
 from sparkcep.core.engine import Engine
 from sparkcep.core.local import LocalRunner
@@ -28,6 +27,7 @@ from sparkcep.outputs import canonical
 from sparkcep.rules.model import RuleSet, parse_rules
 from sparkcep.spark.rulefeed import RuleFeed, RuleLog, report_unreadable
 from sparkcep.store import RuleStore, open_store
+from sparkcep.testing import oracle
 
 from helpers import COMPLETION_RULE, INACTIVITY_RULE, T0
 

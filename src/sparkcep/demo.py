@@ -49,12 +49,12 @@ def run_demo(
     workdir: Path, events: int, files: int, echo: Callable[[str], None], examples_dir: Path = Path("examples")
 ) -> bool:
     """Simulate data, run both monitors on local Spark, compare with the plain-Python oracle."""
-    from sparkcep import oracle
     from sparkcep.io.files import FileSource
     from sparkcep.simulate import generate_devices, generate_orders
     from sparkcep.spark.jobs import Job, run_job
     from sparkcep.spark.runner import RunConfig
     from sparkcep.spark.session import get_or_create_session
+    from sparkcep.testing import oracle
 
     workdir = workdir.resolve()
     echo(f"sparkcep demo: {events} events per monitor, {files} files each, under {workdir}")
