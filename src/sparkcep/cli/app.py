@@ -883,7 +883,7 @@ main.add_command(status_command)
 @click.option("--files", type=int, default=4, show_default=True)
 def demo(workdir: Path, events: int, files: int) -> None:
     """Generate orders and device data, run both monitors on local Spark, check them against the oracle."""
-    from sparkcep.demo import run_demo
+    from sparkcep.cli.demo import run_demo
 
     _remember("demo", Where(output=workdir.resolve()))
     try:
