@@ -6,14 +6,17 @@ completion and inactivity rules with one pending timer, aggregate rules by recom
 the stored events. Patterns are checked elsewhere (tests/conformance against Flink CEP's behaviour, and a direct
 sequential run of their logic in tests/test_pattern_engine.py).
 
-It shares none of the engine's rule logic, buffering or time keeping (``sparkcep.core``'s engine, completion,
-inactivity, aggregate and pattern modules, ``sparkcep.spark``): a bug there cannot hide by being in both. What it
-does share is what defines the input and the rules rather than how the engine evaluates them, because a second copy
-of those would be a second contract, not a check:
+Its modules import none of the engine's rule logic, buffering or time keeping (``sparkcep.core``'s engine,
+program, pages, completion, inactivity, aggregate and pattern modules, ``sparkcep.spark``), so a bug there cannot
+hide by being in both. (Python still loads the engine when it imports any sparkcep module, as
+``sparkcep/__init__.py`` exports the library API; nothing here calls it.) What the evaluator does import is what
+defines the input and the rules rather than how the engine evaluates them, because a second copy of those would
+be a second contract, not a check:
 
-- the rule models and their validation (``sparkcep.rules``) and the expression language of filters
-  (``sparkcep.expr``);
-- the time grammar (``sparkcep.timeutil``), arrival time (``sparkcep.arrival``) and output ids (``sparkcep.ids``);
+- the rule models and their validation (``sparkcep.rules``, with how an aggregate reads and prints a number)
+  and the expression language of filters (``sparkcep.expr``);
+- the time grammar (``sparkcep.timeutil``), arrival time (``sparkcep.arrival``), output ids (``sparkcep.ids``)
+  and the error type (``sparkcep.errors``);
 - reading a file's lines, compressed or not, and which bytes are not text (``sparkcep.core.lines``), the fields
   reserved for control records (``sparkcep.core.control``), and the event time a line gives the watermark
   whatever else is wrong with it (``sparkcep.core.routing.readable_time``), which ends a run as a bounded
