@@ -16,7 +16,7 @@ Workloads (``--workloads``, default all of them; PyFlink only with ``--flink-pyt
 
 - ``orders``, ``devices``: ``sparkcep simulate``'s generators (seed 42, 5 files) and the example rules;
   ``fraud``: 1M transactions and the three rules of examples/fraud.rules.json. Reference: the plain-Python
-  oracle (``python -m sparkcep.oracle``), timed in the same rounds.
+  oracle (``python -m sparkcep.testing``), timed in the same rounds.
 - ``patterns``: bench/pattern_workload.py's ten processors over its card events (200,000 unless
   ``--events-for patterns=N``). Reference: the pure engine in one process (bench/local_engine.py).
 - ``live-100k``, ``live-1m`` (any ``live-<N>[k|m]``): run_state_bench.py's live-at-scale scenario: a backfill

@@ -28,6 +28,7 @@ from treerss import measure
 
 from sparkcep.runfiles.outputs import canonical, read_all_outputs
 from sparkcep.simulate import generate_orders
+from sparkcep.testing.compare import compare_outputs
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "examples" / "orders.rules.json"
@@ -91,7 +92,7 @@ def run(events: int, files: int, workdir: Path) -> list[dict[str, Any]]:
     summary = json.loads((base / "out" / "_summary.json").read_text())
     stream_records = read_all_outputs(base / "out")
 
-    oracle_cmd = [sys.executable, "-m", "sparkcep.oracle", "--rules", str(RULES), "--input", str(base / "input"),
+    oracle_cmd = [sys.executable, "-m", "sparkcep.testing", "--rules", str(RULES), "--input", str(base / "input"),
                   "--output", str(base / "oracle.jsonl")]  # fmt: skip
     ref = measure(oracle_cmd)
     if ref.returncode != 0:
@@ -110,7 +111,7 @@ def run(events: int, files: int, workdir: Path) -> list[dict[str, Any]]:
             "cpu_s": round(measured.cpu_seconds, 1),
             "peak_rss_mb": round(measured.peak_rss_mb),
             "outputs": len(outputs),
-            "same_as_oracle": outputs == expected,
+            "same_as_oracle": compare_outputs(outputs, expected).same,
         }
 
     rows = [

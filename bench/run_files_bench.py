@@ -9,7 +9,7 @@
    (a) aligned in event time (the default of a bounded run: ``--backfill-step 10m``, the step growing while
    batches stay small); (b) unaligned, one whole file per micro-batch (``--no-aligned-backfill``, the default
    ``--max-files-per-trigger 1``); (c) unaligned, every file in one micro-batch.
-3. Checks each run against the plain-Python oracle (``python -m sparkcep.oracle``, run once).
+3. Checks each run against the plain-Python oracle (``python -m sparkcep.testing``, run once).
 4. With ``--compare-readers``: the cost of reading through sparkcep's reader instead of Spark's own file
    source, in one warm Spark session, alternating: the same events in 5 files of distinct times, whole files
    (the batches of both readers are then the same), and aligned.
@@ -35,6 +35,7 @@ from treerss import measure
 
 from sparkcep.runfiles.outputs import canonical, read_all_outputs
 from sparkcep.simulate import generate_orders, generate_transactions
+from sparkcep.testing.compare import compare_outputs
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "examples" / "orders.rules.json"
@@ -85,7 +86,7 @@ def run_engine(
         "late": summary["checkpoint"]["late"],
         "peak_rss_mb": round(measured.peak_rss_mb),
         "outputs": sum(summary["checkpoint"]["outputs"].values()),
-        "same_as_oracle": read_all_outputs(out) == expected,
+        "same_as_oracle": compare_outputs(read_all_outputs(out), expected).same,
     }
 
 
@@ -93,11 +94,11 @@ def compare_readers(input_dir: Path, rules_path: Path, rounds: int, warm_up: boo
     """Bounded runs over ``input_dir`` in one Spark session: Spark's file source, sparkcep's reader, aligned."""
     import time
 
-    from sparkcep import oracle
     from sparkcep.io.files import FileSource
     from sparkcep.rules.model import load_rules
     from sparkcep.spark.runner import Pipeline, RunConfig
     from sparkcep.spark.session import SparkSettings, get_or_create_session
+    from sparkcep.testing import oracle
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     rules = load_rules(rules_path)
@@ -117,9 +118,10 @@ def compare_readers(input_dir: Path, rules_path: Path, rounds: int, warm_up: boo
             summary = Pipeline(spark, rules, RunConfig(source, target / "out", target / "ck")).run_until_caught_up()
             seconds = time.monotonic() - started
             if round_:
+                same = compare_outputs(read_all_outputs(target / "out"), expected).same
                 rows.append({"reader": name, "round": round_, "seconds": round(seconds, 1), "batches": summary.batches,
                              "late": summary.late, "outputs": sum(summary.outputs.values()), "expected": len(expected),
-                             "same_as_oracle": read_all_outputs(target / "out") == expected})  # fmt: skip
+                             "same_as_oracle": same})  # fmt: skip
     return rows
 
 
@@ -151,7 +153,7 @@ def backfill_runs(base: Path, events: int, files: int, chosen: list[str]) -> lis
     """The runs of step 2, and the oracle's row."""
     generate_orders(base / "gen", events, 42, 1)
     lines = split_by_order(base / "gen", base / "input", files)
-    oracle_cmd = [sys.executable, "-m", "sparkcep.oracle", "--rules", str(RULES), "--input", str(base / "gen"),
+    oracle_cmd = [sys.executable, "-m", "sparkcep.testing", "--rules", str(RULES), "--input", str(base / "gen"),
                   "--output", str(base / "oracle.jsonl")]  # fmt: skip
     ref = measure(oracle_cmd)
     if ref.returncode != 0:

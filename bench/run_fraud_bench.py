@@ -101,7 +101,7 @@ def run_oracle(rules: Path, input_dir: Path, output: Path) -> tuple[Measured, li
     cmd = [
         sys.executable,
         "-m",
-        "sparkcep.oracle",
+        "sparkcep.testing",
         "--rules",
         str(rules),
         "--input",

@@ -34,12 +34,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from sparkcep import oracle
 from sparkcep.core.lines import is_blank
 from sparkcep.rules.model import load_rules
 from sparkcep.runfiles.outputs import canonical, read_all_outputs, read_jsonl_dir
 from sparkcep.simulate import generate_orders
 from sparkcep.simulate.hostile import Shape, hostile_lines, hostile_rule_documents
+from sparkcep.testing import oracle
+from sparkcep.testing.compare import compare_outputs
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "examples" / "orders.rules.json"
@@ -121,7 +122,7 @@ def hostile_part(work: Path, count: int) -> dict[str, Any]:
         "blank_skipped": blank,
         "accepted_as_events_keyed_apart": sum(c["accepted as an event"] for c in outcome.values()),
         "kinds_accepted_as_events": sorted(kind for kind, c in outcome.items() if c["accepted as an event"]),
-        "clean_outputs_equal_oracle": got == expected,
+        "clean_outputs_equal_oracle": compare_outputs(got, expected).same,
         "clean_outputs": len(expected),
         "summary_dead_letters": summary["checkpoint"]["dead_letters"],
     }

@@ -18,11 +18,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from sparkcep import oracle
 from sparkcep.api import detect
 from sparkcep.rules.model import load_rules
 from sparkcep.runfiles.outputs import canonical
 from sparkcep.simulate import generate_orders
+from sparkcep.testing import oracle
 
 ROOT = Path(__file__).resolve().parents[1]
 ORDER_FILE = ROOT / "examples" / "orders.rules.json"

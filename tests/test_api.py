@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from api_scenarios import finish
 
-from sparkcep import oracle
 from sparkcep.api import ApiError, Detection, detect
 from sparkcep.cep.builder import Pattern
 from sparkcep.core.local import LocalRunner
@@ -19,6 +18,7 @@ from sparkcep.core.program import Program
 from sparkcep.rules.model import load_rules, parse_rules
 from sparkcep.runfiles.outputs import canonical
 from sparkcep.simulate import generate_orders
+from sparkcep.testing import oracle
 from sparkcep.timeutil import parse_event_time
 
 from helpers import MINUTE, T0, line

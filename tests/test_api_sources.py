@@ -13,10 +13,10 @@ import pytest
 from kafka_topics import create_topic, produce
 from test_api import BAD_LINES, DELAY_MS, ORDER_RULES, dead, records, run_stream
 
-from sparkcep import oracle
 from sparkcep.api import detect
 from sparkcep.runfiles.outputs import canonical, without_origins
 from sparkcep.simulate import generate_orders
+from sparkcep.testing import oracle
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

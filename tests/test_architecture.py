@@ -43,10 +43,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("sparkcep.config", "sparkcep.diagnose", "sparkcep.lag", "sparkcep.simulate"),
     ("sparkcep.prometheus",),  # the metrics exporter over a checkpoint (lag included)
     ("sparkcep.spark",),  # the Spark adapter and the run helper
-    ("sparkcep.api", "sparkcep.oracle", "sparkcep.testing"),  # the PySpark library API; the reference evaluator
+    ("sparkcep.api", "sparkcep.testing"),  # the PySpark library API; the reference evaluator
     ("sparkcep.console",),
-    # The command line. ``sparkcep.demo`` is its ``demo`` command, moving into cli/.
-    ("sparkcep.cli", "sparkcep.__main__", "sparkcep.demo"),
+    ("sparkcep.cli", "sparkcep.__main__"),  # the command line
 )  # fmt: skip
 
 
@@ -228,8 +227,8 @@ def test_rule_models_reaching_the_engine_through_another_module_are_found() -> N
 def cli_importers(graph: Mapping[str, set[str]]) -> dict[str, list[str]]:
     """Modules outside the command line that import it, with what they import."""
 
-    def in_cli(name: str) -> bool:  # the ``python -m sparkcep`` entry point and the demo command are the command line
-        return name in (CLI, "sparkcep.__main__", "sparkcep.demo") or name.startswith(CLI + ".")
+    def in_cli(name: str) -> bool:  # the ``python -m sparkcep`` entry point is the command line too
+        return name in (CLI, "sparkcep.__main__") or name.startswith(CLI + ".")
 
     found = {
         module: sorted(target for target in targets if in_cli(target))

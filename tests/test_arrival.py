@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from sparkcep import oracle
 from sparkcep.arrival import (
     ARRIVAL,
     ARRIVAL_REASON,
@@ -32,6 +31,7 @@ from sparkcep.core.program import Program
 from sparkcep.core.routing import UNROUTED, Router, readable_time
 from sparkcep.errors import RuleError, TimeSettingError
 from sparkcep.rules.model import parse_rules
+from sparkcep.testing import oracle
 from sparkcep.timeutil import format_iso, parse_event_time
 
 from helpers import COMPLETION_RULE, INACTIVITY_RULE, MINUTE, T0, summary

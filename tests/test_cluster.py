@@ -24,13 +24,13 @@ import psutil
 import pytest
 from cluster import SparkCluster, spark_cluster
 
-from sparkcep import oracle
 from sparkcep.io.files import FileSource
 from sparkcep.rules.model import load_rules, parse_rules
-from sparkcep.runfiles.outputs import canonical, read_all_outputs
+from sparkcep.runfiles.outputs import read_all_outputs
 from sparkcep.simulate import generate_orders
 from sparkcep.spark.jobs import Job, run_job
 from sparkcep.spark.runner import RunConfig
+from sparkcep.testing.compare import assert_matches_oracle
 
 from helpers import DAY, line, parcel
 
@@ -194,7 +194,7 @@ def test_a_cluster_run_whose_rule_changes_mid_run_in_the_store_matches_the_oracl
     assert workload.min_time_ms < changed_at < workload.max_time_ms - 3 * DAY, "the change came mid-run"
     actual = read_all_outputs(tmp_path / "out")
     assert {r["rule_version"] for r in actual} == {1, 2}
-    assert actual == canonical(oracle.evaluate(exported, workload.on_time).outputs)
+    assert_matches_oracle(actual, exported, workload.on_time)
     got = output_lines(tmp_path / "out")
     assert {name: got[name] for name in ("_late", "_deadletter")} == {
         name: reference[name] for name in ("_late", "_deadletter")
@@ -232,5 +232,5 @@ def test_b_a_worker_killed_mid_run_the_job_finishes_with_local_modes_outputs(
     assert "Lost executor" in driver_log(tmp_path)  # Spark saw it go and ran its tasks on the other executor
     assert done_at_kill <= 2 and batches_done(checkpoint) >= FILES + 1, "most batches ran after the kill"
     assert output_lines(tmp_path / "out") == workload.reference
-    assert read_all_outputs(tmp_path / "out") == canonical(oracle.evaluate(load_rules(RULES), workload.on_time).outputs)
+    assert_matches_oracle(read_all_outputs(tmp_path / "out"), load_rules(RULES), workload.on_time)
     assert summary["checkpoint"]["late"] == 1

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from sparkcep.demo import run_demo
+from sparkcep.cli.demo import run_demo
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

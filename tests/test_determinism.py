@@ -9,10 +9,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparkcep import oracle
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
-from sparkcep.runfiles.outputs import canonical
+from sparkcep.testing.compare import assert_matches_oracle
 
 from helpers import COMPLETION_RULE, INACTIVITY_RULE, ruleset
 from strategies import DELAY, arrivals_within_delay, batch_splits, device_histories, order_histories
@@ -34,7 +33,7 @@ def test_any_arrival_within_the_delay_and_any_batch_split_matches_the_oracle(
     batches = data.draw(batch_splits(arrived))
     result = LocalRunner(PROGRAM, DELAY, buckets, early_release).run(batches)
     assert result.late == []
-    assert canonical(result.outputs) == canonical(oracle.evaluate(RULES, lines).outputs)
+    assert_matches_oracle(result.outputs, RULES, lines)
 
 
 @settings(max_examples=300, deadline=None)
@@ -47,7 +46,7 @@ def test_with_arbitrary_disorder_late_events_are_reported_and_the_rest_matches_t
     result = LocalRunner(PROGRAM, 1_000, 3, early_release).run(batches)
     late_lines = {line for line, _ks, _key, _t in result.late}
     on_time = [line for line in lines if line not in late_lines]
-    assert canonical(result.outputs) == canonical(oracle.evaluate(RULES, on_time).outputs)
+    assert_matches_oracle(result.outputs, RULES, on_time)
     # Nothing vanishes: every line is processed, late, or (here never) a dead letter.
     assert result.dead == []
     assert result.accepted == len(lines)  # late events count as accepted input, then go to _late

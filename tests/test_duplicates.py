@@ -1,6 +1,6 @@
 """Copies of an event (the same id at the same time) count once, for every rule type, whatever batch, file or
 arrival order each copy comes in; a copy with other content is a dead letter. The engine and the oracle find
-copies independently (sparkcep.core.engine, sparkcep.oracle) and must agree."""
+copies independently (sparkcep.core.engine, sparkcep.testing) and must agree."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_aggregate_determinism import rule_logs, transactions
 
-from sparkcep import oracle
 from sparkcep.core.engine import BatchResult
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
 from sparkcep.rules.model import RuleSet, parse_rules
 from sparkcep.runfiles.outputs import canonical
+from sparkcep.testing import oracle
+from sparkcep.testing.compare import assert_matches_oracle
 
 from helpers import COMPLETION_RULE, INACTIVITY_RULE, MINUTE, T0, line, track
 from strategies import DELAY, arrivals_within_delay, batch_splits, device_histories, order_histories
@@ -93,8 +94,8 @@ def test_a_copy_with_other_content_is_a_dead_letter_and_the_first_in_crc32_order
         alerts = [r["aggregate"]["value"] for r in result.outputs]
         assert alerts == (["250"] if kept == first else [])
         assert result.dead_by_rule == {"big-payer": 1} and result.duplicates_by_rule == {}
-        expected = oracle.evaluate(fraud_rules(), arrival)
-        assert canonical(result.outputs) == canonical(expected.outputs) and result.dead == expected.dead_letters
+        expected = assert_matches_oracle(result.outputs, fraud_rules(), arrival)
+        assert result.dead == expected.dead_letters
 
 
 def test_events_without_an_id_are_never_copies_of_each_other() -> None:
@@ -151,9 +152,8 @@ def engine_agrees_with_oracle(
     """The engine over ``batches`` (``delivered`` in some arrival and split) and the oracle over ``delivered``
     agree on outputs, dead letters and copies; the engine's result."""
     result = LocalRunner(Program(rules), DELAY, buckets).run(batches)
-    expected = oracle.evaluate(rules, delivered)
     assert result.late == []
-    assert canonical(result.outputs) == canonical(expected.outputs)
+    expected = assert_matches_oracle(result.outputs, rules, delivered)
     assert sorted(result.dead) == sorted(expected.dead_letters)
     assert result.duplicates_by_rule == expected.duplicates_by_rule
     return result

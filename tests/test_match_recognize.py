@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from sparkcep.cep import PatternError, parse_pattern, run_pattern
 from sparkcep.cep.sql import MAX_SQL_BYTES, SqlError, compile_match_recognize, run_match_recognize
-from sparkcep.cep.sql.parser import MAX_DEPTH
+from sparkcep.cep.sql.cursor import MAX_DEPTH
 from sparkcep.cli import main
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program

@@ -16,8 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkcep.ids import output_id
-from sparkcep.oracle import OracleResult, evaluate, evaluate_dir, main
 from sparkcep.rules.model import load_rules, parse_rules
+from sparkcep.testing.cli import main
+from sparkcep.testing.oracle import OracleResult, evaluate, evaluate_dir
 from sparkcep.timeutil import format_iso, parse_event_time
 
 from helpers import COMPLETION_RULE, INACTIVITY_RULE, KEY_TEXT

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from sparkcep.ids import output_id
-from sparkcep.oracle import OracleResult, evaluate, main
 from sparkcep.rules.model import RuleSet, parse_rules
+from sparkcep.testing.cli import main
+from sparkcep.testing.oracle import OracleResult, evaluate
 
 from helpers import KEY_TEXT
 

@@ -13,7 +13,6 @@ import pickle
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparkcep import oracle
 from sparkcep.core.engine import NO_WATERMARK, BucketState, Engine
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.pages import (
@@ -31,6 +30,7 @@ from sparkcep.core.pages import (
 from sparkcep.core.program import Program
 from sparkcep.core.routing import Router
 from sparkcep.runfiles.outputs import canonical
+from sparkcep.testing.compare import assert_matches_oracle
 
 from helpers import COMPLETION_RULE, INACTIVITY_RULE, ruleset
 from strategies import DELAY, arrivals_within_delay, batch_splits, device_histories, order_histories
@@ -78,7 +78,7 @@ def test_any_page_size_and_batch_split_matches_the_oracle(
     runner = LocalRunner(PROGRAM, DELAY, buckets, page_limits=PageLimits(keys=page_keys))
     result = runner.run(batches)
     assert result.late == []
-    assert canonical(result.outputs) == canonical(oracle.evaluate(RULES, lines).outputs)
+    assert_matches_oracle(result.outputs, RULES, lines)
 
 
 @settings(max_examples=100, deadline=None)

@@ -2,7 +2,7 @@
 
 The matcher decides what it can of a condition from the event type once per type, evaluates the conditions
 that read only the event on its fields (no scope, no resolver), and builds a scope of the partial match only
-when a test may read it (sparkcep.cep.nfa, sparkcep.cep.compiler.Shape). The reference is the same automaton with
+when a test may read it (sparkcep.cep.nfa, sparkcep.cep.shapes.Shape). The reference is the same automaton with
 every edge's shape removed: each condition is then evaluated as written, in a scope, every time. Random patterns
 of every form over random events must give the same matches, timeouts and errors both ways.
 """

@@ -23,12 +23,12 @@ from sparkcep.core.logic import SKIP, Record, RuleLogic, State, trigger_origin
 from sparkcep.core.program import Program, logic_class
 from sparkcep.errors import RuleError, SparkcepError
 from sparkcep.ids import output_id
-from sparkcep.oracle import evaluate
 from sparkcep.rules.base import RuleVersion, shown_names
 from sparkcep.rules.form import RuleForm
 from sparkcep.rules.model import load_rules, parse_rules, rule_keys
 from sparkcep.rules.registry import BUILT_IN, RuleType, find_rule_type, register, registered, rule_types
 from sparkcep.store import open_store, summary_sentence
+from sparkcep.testing.oracle import evaluate
 from sparkcep.timeutil import format_iso
 
 from helpers import INACTIVITY_RULE, T0, line, track

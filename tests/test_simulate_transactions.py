@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from sparkcep.oracle import evaluate_dir
 from sparkcep.rules.model import load_rules
 from sparkcep.simulate import SimulationSummary, generate_transactions
+from sparkcep.testing.oracle import evaluate_dir
 
 HOUR = 3_600_000
 DAY = 24 * HOUR

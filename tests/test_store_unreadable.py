@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from sparkcep import oracle
 from sparkcep.cli import main
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
 from sparkcep.rules.model import parse_rules
 from sparkcep.spark.rulefeed import RuleFeed, report_unreadable
 from sparkcep.store import RuleStore, open_store
+from sparkcep.testing import oracle
 
 from helpers import T0
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from collections import Counter
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from codes import Code
 
 from checks.data import Data
 from checks.runs import Run, Setup, measure_run, pure_engine, said, say, sparkcep
@@ -84,12 +86,20 @@ def run_bounded(setup: Setup, workload: Bounded) -> tuple[list[Run], Reference |
     return runs, reference
 
 
+def oracle_module(code: Code) -> str:
+    """The oracle's command in ``code``'s sources: ``sparkcep.testing``, or ``sparkcep.oracle`` in a baseline from
+    before the reference evaluator became the testing package (the reference code is the baseline's by default)."""
+    roots = [Path(entry) for entry in code.pythonpath.split(os.pathsep) if entry]
+    return "testing" if any((root / "sparkcep" / "testing" / "__main__.py").is_file() for root in roots) else "oracle"
+
+
 def reference_run(setup: Setup, workload: Bounded, round_index: int) -> tuple[Run, Reference | None]:
     run = Run(workload.name, workload.reference, round_index, workload.data.lines)
     run_dir = fresh(setup.run_dir(workload.name, workload.reference.replace(" ", "-"), round_index))
     output = run_dir / "reference.jsonl"
     args = ("--rules", str(workload.rules), "--input", str(workload.data.directory), "--output", str(output))
-    cmd = sparkcep(setup.reference, "oracle", *args) if workload.reference == ORACLE else pure_engine(*args)
+    oracle = oracle_module(setup.reference)
+    cmd = sparkcep(setup.reference, oracle, *args) if workload.reference == ORACLE else pure_engine(*args)
     measure_run(setup, run, cmd, setup.reference, run_dir)
     if not run.ok:
         return run, None

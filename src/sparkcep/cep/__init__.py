@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sparkcep.cep.compiler import Automaton, compile_automaton
+from sparkcep.cep.automaton import Automaton
+from sparkcep.cep.compiler import compile_automaton
 from sparkcep.cep.nfa import Matcher, Result
 from sparkcep.cep.pattern_error import PatternError
-from sparkcep.cep.spec import PatternSpec, parse_pattern
+from sparkcep.cep.pattern_json import parse_pattern
+from sparkcep.cep.spec import PatternSpec
 
 __all__ = ["Matcher", "PatternError", "PatternSpec", "Result", "compile_matcher", "parse_pattern", "run_pattern"]
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from sparkcep.cep.spec import parse_pattern
+from sparkcep.cep.pattern_json import parse_pattern
 
 
 class Pattern:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparkcep.cep.compiler import FINAL, PENDING, STOP, Automaton
+from sparkcep.cep.automaton import FINAL, PENDING, STOP, Automaton
 from sparkcep.cep.conditions import is_stage_aggregate
 from sparkcep.cep.spec import PatternSpec, StageSpec
 from sparkcep.expr import ast as expr_ast

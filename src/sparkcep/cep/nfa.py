@@ -20,10 +20,10 @@ are dropped and returned as results of kind "dropped", so the loss is reported, 
 
 Speed: most conditions start with a test of the event type, so for one event type most edges are known to hold or
 not before anything is evaluated. The matcher keeps, per event type seen, a :class:`_Plan`: the automaton with
-those edges decided (see :class:`sparkcep.cep.compiler.Shape`), and per state what an event of that type does when
+those edges decided (see :class:`sparkcep.cep.shapes.Shape`), and per state what an event of that type does when
 no condition is left to evaluate. A partial match that can only ignore the event stays as it is, without a
 scope, a test or a new tuple. Conditions that do not read the partial match are evaluated at most once per event,
-on the event's fields (compiled to read the mapping, :attr:`sparkcep.cep.compiler.Shape.record`), and a
+on the event's fields (compiled to read the mapping, :attr:`sparkcep.cep.shapes.Shape.record`), and a
 :class:`Scope` of the partial match is built only where a test may read it (:attr:`_Plan.scoped`).
 Tests run in the order they always did, and a test is only skipped when its value cannot depend on anything but
 the event type, so results and errors are those of evaluating every edge.
@@ -35,8 +35,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sparkcep.cep.compiler import FINAL, IGNORE, NORMAL, PENDING, PROCEED, STOP, TAKE, Automaton, Literal, Test
+from sparkcep.cep.automaton import FINAL, IGNORE, NORMAL, PENDING, PROCEED, STOP, TAKE, Automaton
 from sparkcep.cep.conditions import Event, Path, Scope
+from sparkcep.cep.shapes import Literal, Test
 
 _NEVER = 1 << 62
 # A partial match: (state index, start time, start seq, stage, event, stage, event, ...), the matched events

@@ -1,5 +1,5 @@
 """The error of an invalid pattern, in a module of its own so that the modules that read parts of a pattern
-(sparkcep.cep.spec, sparkcep.cep.ties) raise the same one."""
+(sparkcep.cep.pattern_json, sparkcep.cep.stage_json, sparkcep.cep.ties) raise the same one."""
 
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ for command in (simulate_command, run_command, backtest_command, rules_group, pa
 @click.option("--files", type=int, default=4, show_default=True)
 def demo(workdir: Path, events: int, files: int) -> None:
     """Generate orders and device data, run both monitors on local Spark, check them against the oracle."""
-    from sparkcep.demo import run_demo
+    from sparkcep.cli.demo import run_demo
 
     remember("demo", Where(output=workdir.resolve()))
     try:

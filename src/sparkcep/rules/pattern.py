@@ -1,7 +1,7 @@
 """Pattern processors (FLIP-200): a sequence pattern with an id, a version, the event time at which the
 version takes effect, key fields and an output. Several entries with the same id are its versions.
 
-The pattern itself is validated by :mod:`sparkcep.cep.spec` (see docs/patterns.md); errors name the rule,
+The pattern itself is validated by :mod:`sparkcep.cep.pattern_json` (see docs/patterns.md); errors name the rule,
 the stage and the field. A processor may instead give ``sql``, a MATCH_RECOGNIZE query
 (:mod:`sparkcep.cep.sql`): its pattern, key and measures are derived when the rule is validated, and the rule's
 JSON form keeps the query (not what it compiled to), so a stored or exported rule stays SQL.
@@ -154,7 +154,7 @@ def check_pattern_rule(rule: PatternRule, first: PatternRule | None = None) -> N
     """Validate the pattern and the measures; raises RuleError naming the stage and the field. (``first``, the
     first version of the rule's id, is what the registry passes; each version's pattern stands on its own.)"""
     from sparkcep.cep import PatternError, parse_pattern  # cep is heavier than the rule model
-    from sparkcep.cep.spec import compile_condition
+    from sparkcep.cep.stage_json import compile_condition
 
     try:
         spec = parse_pattern(rule.pattern)
@@ -178,7 +178,7 @@ def pattern_summary(rule: Mapping[str, Any]) -> str:
     The pattern is read with the pattern parser the job uses, so the sentence describes what the job will run;
     conditions are shown as the parser read them (``amount = 5`` as ``amount == 5``): parsed, never executed.
     """
-    from sparkcep.cep.spec import parse_pattern  # cep is heavier than the rule model
+    from sparkcep.cep.pattern_json import parse_pattern  # cep is heavier than the rule model
 
     if rule.get("sql") is not None:
         try:

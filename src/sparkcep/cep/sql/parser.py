@@ -12,7 +12,7 @@ Grammar (keywords case-insensitive, identifiers bare or in back quotes)::
     pattern  := term+ ;  term := (var | "(" pattern ")") [quantifier]
     quantifier := ("*" | "+" | "?" | "{" [n] ["," [m]] "}") ["?"]
 
-Nesting (parentheses, calls, CASE, NOT and minus chains) is limited to MAX_DEPTH levels, so the parser and
+Nesting (parentheses, calls, CASE, NOT and minus chains) is limited to MAX_DEPTH levels (``cursor``), so the parser and
 everything recursive downstream stay far from Python's recursion limit. What Flink does not support either
 (alternation, PERMUTE, exclusion, anchors, SUBSET, ALL ROWS PER MATCH) is refused with the clause named.
 ``SELECT * FROM (query)`` is read as the query; any other query around it is refused (see ``outer``).
@@ -20,24 +20,13 @@ everything recursive downstream stay far from Python's recursion limit. What Fli
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 from sparkcep.cep.sql import syntax as sx
+from sparkcep.cep.sql.cursor import RESERVED
 from sparkcep.cep.sql.errors import SqlError
+from sparkcep.cep.sql.expression_parser import ExpressionParser
 from sparkcep.cep.sql.intervals import UNIT_ORDER, interval_ms
 from sparkcep.cep.sql.outer import inner_query
 from sparkcep.cep.sql.tokens import Token, tokenize
-
-MAX_DEPTH = 64
-_COMPARE = ("=", "<>", "!=", "<", "<=", ">", ">=")
-# Words that end an expression or start a clause: never read as a column name.
-_RESERVED = frozenset(
-    {
-        "AND", "OR", "NOT", "IN", "IS", "NULL", "TRUE", "FALSE", "BETWEEN", "LIKE", "CASE", "WHEN", "THEN", "ELSE",
-        "END", "AS", "FROM", "SELECT", "PARTITION", "ORDER", "MEASURES", "ONE", "ALL", "AFTER", "PATTERN",
-        "DEFINE", "WITHIN", "SUBSET", "INTERVAL", "DISTINCT", "MATCH_RECOGNIZE", "ESCAPE",
-    }
-)  # fmt: skip
 
 
 def parse_query(text: str) -> sx.Query:
@@ -47,73 +36,8 @@ def parse_query(text: str) -> sx.Query:
     return _Parser(inner_query(tokenize(text))).query()
 
 
-class _Parser:
-    def __init__(self, tokens: list[Token]) -> None:
-        self.tokens = tokens
-        self.index = 0
-        self.depth = 0
-        self.clause = "SELECT"
-        self.heights: dict[int, int] = {}  # id(node) -> levels of expression nodes below it
-
-    # -- helpers
-
-    def peek(self, ahead: int = 0) -> Token:
-        return self.tokens[min(self.index + ahead, len(self.tokens) - 1)]
-
-    def advance(self) -> Token:
-        token = self.tokens[self.index]
-        self.index = min(self.index + 1, len(self.tokens) - 1)
-        return token
-
-    def fail(self, expected: str, token: Token | None = None) -> SqlError:
-        token = token or self.peek()
-        return SqlError(self.clause, expected, token.describe(), token.line, token.column)
-
-    def refuse(self, what: str, token: Token) -> SqlError:
-        return SqlError(self.clause, what, token.describe(), token.line, token.column)
-
-    def word(self, *words: str) -> bool:
-        if self.peek().is_word(*words):
-            self.advance()
-            return True
-        return False
-
-    def expect_word(self, *words: str) -> Token:
-        if not self.peek().is_word(*words):
-            raise self.fail(" ".join(words) if len(words) == 1 else " or ".join(words))
-        return self.advance()
-
-    def op(self, *ops: str) -> bool:
-        if self.peek().is_op(*ops):
-            self.advance()
-            return True
-        return False
-
-    def expect_op(self, op: str, why: str = "") -> Token:
-        if not self.peek().is_op(op):
-            raise self.fail(f"{op!r}{why}")
-        return self.advance()
-
-    def name(self, what: str) -> Token:
-        token = self.peek()
-        if token.kind == "quoted" or (token.kind == "name" and token.value.upper() not in _RESERVED):
-            return self.advance()
-        raise self.fail(what)
-
-    def built(self, node: sx.Node, token: Token, *children: sx.Node) -> sx.Node:
-        """``node`` after checking that operator chains (``a + b + ...``) do not nest it too deeply."""
-        height = 1 + max((self.heights.get(id(child), 0) for child in children), default=0)
-        if height > MAX_DEPTH:
-            raise self.refuse(f"an expression nested at most {MAX_DEPTH} levels deep", token)
-        self.heights[id(node)] = height
-        return node
-
-    def enter(self, token: Token) -> None:
-        self.depth += 1
-        if self.depth > MAX_DEPTH:
-            raise self.refuse(f"nesting of at most {MAX_DEPTH} levels", token)
-
-    # -- the query
+class _Parser(ExpressionParser):
+    """The query's clauses and its pattern; expressions are read by ``expression_parser``."""
 
     def query(self) -> sx.Query:
         start = self.expect_word("SELECT")
@@ -141,7 +65,7 @@ class _Parser:
         alias = None
         if self.word("AS"):
             alias = self.name("an alias after AS").value
-        elif self.peek().kind in ("name", "quoted") and not self.peek().is_word(*_RESERVED):
+        elif self.peek().kind in ("name", "quoted") and not self.peek().is_word(*RESERVED):
             alias = self.advance().value
         self.op(";")
         if self.peek().kind != "end":
@@ -410,185 +334,3 @@ class _Parser:
         return sx.Variable(token.value, line=token.line, column=token.column), self.expression()
 
     # -- expressions
-
-    def expression(self) -> sx.Node:
-        node = self.conjunction()
-        while self.peek().is_word("OR"):
-            token = self.advance()
-            right = self.conjunction()
-            node = self.built(sx.Binary("OR", node, right, line=token.line, column=token.column), token, node, right)
-        return node
-
-    def conjunction(self) -> sx.Node:
-        node = self.negation()
-        while self.peek().is_word("AND"):
-            token = self.advance()
-            right = self.negation()
-            node = self.built(sx.Binary("AND", node, right, line=token.line, column=token.column), token, node, right)
-        return node
-
-    def negation(self) -> sx.Node:
-        token = self.peek()
-        if token.is_word("NOT"):
-            self.advance()
-            self.enter(token)
-            operand = self.negation()
-            self.depth -= 1
-            return self.built(sx.Unary("NOT", operand, line=token.line, column=token.column), token, operand)
-        return self.predicate()
-
-    def predicate(self) -> sx.Node:
-        left = self.additive()
-        token = self.peek()
-        at = {"line": token.line, "column": token.column}
-        if token.kind == "op" and token.value in _COMPARE:
-            self.advance()
-            right = self.additive()
-            return self.built(sx.Binary(token.value, left, right, **at), token, left, right)
-        negated = False
-        if token.is_word("NOT") and self.peek(1).is_word("IN", "BETWEEN", "LIKE"):
-            self.advance()
-            negated = True
-        if self.word("IN"):
-            opener = self.expect_op("(", " with the list of values after IN")
-            self.enter(opener)
-            items = [self.expression()]
-            while self.op(","):
-                items.append(self.expression())
-            self.expect_op(")", " closing the IN list")
-            self.depth -= 1
-            return self.built(sx.InList(left, tuple(items), negated, **at), token, left, *items)
-        if self.word("BETWEEN"):
-            low = self.additive()
-            self.expect_word("AND")
-            high = self.additive()
-            return self.built(sx.Between(left, low, high, negated, **at), token, left, low, high)
-        if self.word("LIKE"):
-            pattern = self.additive()
-            escape = self.additive() if self.word("ESCAPE") else None
-            parts = (left, pattern) if escape is None else (left, pattern, escape)
-            return self.built(sx.Like(left, pattern, negated, escape, **at), token, *parts)
-        if self.word("IS"):
-            is_not = self.word("NOT")
-            self.expect_word("NULL")
-            return self.built(sx.IsNull(left, is_not, **at), token, left)
-        return left
-
-    def additive(self) -> sx.Node:
-        node = self.multiplicative()
-        while self.peek().is_op("+", "-", "||"):
-            token = self.advance()
-            right = self.multiplicative()
-            node = self.built(
-                sx.Binary(token.value, node, right, line=token.line, column=token.column), token, node, right
-            )
-        return node
-
-    def multiplicative(self) -> sx.Node:
-        node = self.unary()
-        while self.peek().is_op("*", "/", "%"):
-            token = self.advance()
-            right = self.unary()
-            node = self.built(
-                sx.Binary(token.value, node, right, line=token.line, column=token.column), token, node, right
-            )
-        return node
-
-    def unary(self) -> sx.Node:
-        token = self.peek()
-        if token.is_op("-", "+"):
-            self.advance()
-            self.enter(token)
-            operand = self.unary()
-            self.depth -= 1
-            if token.value == "+":
-                return operand
-            return self.built(sx.Unary("-", operand, line=token.line, column=token.column), token, operand)
-        return self.primary()
-
-    def literal(self) -> sx.Node | None:
-        token = self.peek()
-        value: int | Decimal | str | bool | None
-        if token.kind == "number":
-            value = token.number
-        elif token.kind == "string":
-            value = token.value
-        elif token.is_word("TRUE", "FALSE", "NULL"):
-            value = None if token.is_word("NULL") else token.is_word("TRUE")
-        else:
-            return None
-        self.advance()
-        return sx.Literal(value, line=token.line, column=token.column)
-
-    def primary(self) -> sx.Node:
-        token = self.peek()
-        literal = self.literal()
-        if literal is not None:
-            return literal
-        if token.is_word("CASE"):
-            return self.case()
-        if token.is_word("INTERVAL"):
-            raise self.fail("a value (INTERVAL only in WITHIN)")
-        if token.is_op("("):
-            self.advance()
-            self.enter(token)
-            node = self.expression()
-            self.expect_op(")", f" closing the '(' at line {token.line}, column {token.column}")
-            self.depth -= 1
-            return self.built(node, token, node)
-        if token.kind in ("name", "quoted") and not token.is_word(*_RESERVED):
-            self.advance()
-            if token.kind == "name" and self.peek().is_op("("):
-                return self.call(token)
-            return self.reference(token)
-        raise self.fail("a value (number, string, TRUE, FALSE, NULL, column, function call, CASE or '(')")
-
-    def reference(self, token: Token) -> sx.Node:
-        """``name``, ``A.name`` or ``A.*`` after ``token`` (the first name) was consumed."""
-        if not self.op("."):
-            return sx.Column(None, token.value, line=token.line, column=token.column)
-        if self.op("*"):
-            return sx.AllColumns(token.value, line=token.line, column=token.column)
-        column = self.name("a column name after '.'")
-        if self.peek().is_op("."):
-            raise self.fail("an operator (nested fields are not supported)")
-        return sx.Column(token.value, column.value, line=token.line, column=token.column)
-
-    def call(self, name: Token) -> sx.Node:
-        opener = self.advance()
-        self.enter(opener)
-        at = {"line": name.line, "column": name.column}
-        distinct = self.word("DISTINCT")
-        args: list[sx.Node] = []
-        if self.op(")"):
-            self.depth -= 1
-            return sx.Call(name.value.upper(), (), distinct, **at)
-        while True:
-            if self.peek().is_op("*"):
-                star = self.advance()
-                args.append(sx.AllColumns(None, line=star.line, column=star.column))
-            else:
-                args.append(self.expression())
-            if self.op(")"):
-                break
-            if not self.op(","):
-                raise self.fail(f"',' or ')' closing {name.value.upper()}(")
-        self.depth -= 1
-        return self.built(sx.Call(name.value.upper(), tuple(args), distinct, **at), name, *args)
-
-    def case(self) -> sx.Node:
-        start = self.advance()
-        self.enter(start)
-        operand = None if self.peek().is_word("WHEN") else self.expression()
-        whens: list[tuple[sx.Node, sx.Node]] = []
-        while self.word("WHEN"):
-            condition = self.expression()
-            self.expect_word("THEN")
-            whens.append((condition, self.expression()))
-        if not whens:
-            raise self.fail("WHEN after CASE")
-        default = self.expression() if self.word("ELSE") else None
-        self.expect_word("END")
-        self.depth -= 1
-        parts = [part for pair in whens for part in pair] + [n for n in (operand, default) if n is not None]
-        return self.built(sx.Case(operand, tuple(whens), default, line=start.line, column=start.column), start, *parts)

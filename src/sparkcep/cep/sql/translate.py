@@ -32,12 +32,13 @@ from typing import Any
 from sparkcep.arrival import orders_by_arrival
 from sparkcep.cep.conditions import pattern_functions
 from sparkcep.cep.pattern_error import PatternError
-from sparkcep.cep.spec import compile_condition, parse_pattern
+from sparkcep.cep.pattern_json import parse_pattern
 from sparkcep.cep.sql import syntax as sx
 from sparkcep.cep.sql.between import skip_till_any
 from sparkcep.cep.sql.errors import SqlError
 from sparkcep.cep.sql.expressions import ExpressionTranslator
 from sparkcep.cep.sql.parser import parse_query
+from sparkcep.cep.stage_json import compile_condition
 from sparkcep.expr import ExpressionError, ExpressionTypeError, compile_expression, require_boolean, to_text
 
 _STAGE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from sparkcep.cli.runlog import stderr_to
 from sparkcep.rules.model import load_rules
-from sparkcep.runfiles.outputs import canonical, read_all_outputs, read_jsonl_dir
+from sparkcep.runfiles.outputs import read_all_outputs, read_jsonl_dir
 
 MONITORS = (
     ("orders", "orders.rules.json", "order-fulfilment monitor"),
@@ -49,12 +49,13 @@ def run_demo(
     workdir: Path, events: int, files: int, echo: Callable[[str], None], examples_dir: Path = Path("examples")
 ) -> bool:
     """Simulate data, run both monitors on local Spark, compare with the plain-Python oracle."""
-    from sparkcep import oracle
     from sparkcep.io.files import FileSource
     from sparkcep.simulate import generate_devices, generate_orders
     from sparkcep.spark.jobs import Job, run_job
     from sparkcep.spark.runner import RunConfig
     from sparkcep.spark.session import get_or_create_session
+    from sparkcep.testing import oracle
+    from sparkcep.testing.compare import compare_outputs
 
     workdir = workdir.resolve()
     echo(f"sparkcep demo: {events} events per monitor, {files} files each, under {workdir}")
@@ -82,10 +83,8 @@ def run_demo(
         late_lines = {str(r["line"]) for r in read_jsonl_dir(base / "output" / "_late")}
         lines = (line.rstrip("\r\n") for line in oracle.read_dir(base / "input"))
         on_time = [line for line in lines if line not in late_lines]
-        expected = canonical(oracle.evaluate(rules, on_time).outputs)
-        actual = read_all_outputs(base / "output")
-        same = actual == expected
-        all_ok = all_ok and same
+        checked = compare_outputs(read_all_outputs(base / "output"), oracle.evaluate(rules, on_time).outputs)
+        all_ok = all_ok and checked.same
         rate = summary.accepted / seconds if seconds else 0.0
         echo("")
         echo(f"== {title} ({rules_file}) ==")
@@ -102,8 +101,8 @@ def run_demo(
             f"{base / 'output' / '_deadletter'}"
         )
         echo(
-            f"  oracle check         {'identical' if same else 'DIFFERENT'} "
-            f"({len(actual)} complex events vs {len(expected)} from the plain-Python oracle)"
+            f"  oracle check         {'identical' if checked.same else 'DIFFERENT'} "
+            f"({len(checked.actual)} complex events vs {len(checked.expected)} from the plain-Python oracle)"
         )
     echo("")
     echo(f"demo finished in {time.monotonic() - started:.1f} s: {'all outputs verified' if all_ok else 'MISMATCH'}")
