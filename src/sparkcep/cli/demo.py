@@ -1,14 +1,20 @@
-"""The end-to-end demo behind the README's first command."""
+"""``sparkcep demo``: the end-to-end demo behind the README's first command."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import click
+
+from sparkcep.cli.command_context import remember
 from sparkcep.cli.runlog import stderr_to
+from sparkcep.diagnose import Where
+from sparkcep.errors import SparkcepError
 from sparkcep.rules.model import load_rules
 from sparkcep.runfiles.outputs import read_all_outputs, read_jsonl_dir
 
@@ -107,3 +113,19 @@ def run_demo(
     echo("")
     echo(f"demo finished in {time.monotonic() - started:.1f} s: {'all outputs verified' if all_ok else 'MISMATCH'}")
     return all_ok
+
+
+@click.command()
+@click.option(
+    "--workdir", type=click.Path(file_okay=False, path_type=Path), default=Path("demo-output"), show_default=True
+)
+@click.option("--events", type=int, default=200_000, show_default=True, help="Events per monitor.")
+@click.option("--files", type=int, default=4, show_default=True)
+def demo(workdir: Path, events: int, files: int) -> None:
+    """Generate orders and device data, run both monitors on local Spark, check them against the oracle."""
+    remember("demo", Where(output=workdir.resolve()))
+    try:
+        ok = run_demo(workdir, events, files, echo=click.echo)
+    except SparkcepError as exc:
+        raise click.ClickException(str(exc)) from exc
+    sys.exit(0 if ok else 1)
