@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from typing import Any
 
 from sparkcep.rules.model import RuleSet, parse_rules
@@ -60,3 +62,12 @@ def ruleset(*rules: dict[str, Any]) -> RuleSet:
 def summary(records: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """(event_type, occurred_at) pairs in canonical order: compact expectations for tables."""
     return sorted((str(r["event_type"]), str(r["occurred_at"])) for r in records)
+
+
+def wait_for(condition: Callable[[], object], timeout_s: float = 120.0, what: str = "condition") -> None:
+    """Poll ``condition`` until it holds, or fail naming ``what`` after ``timeout_s``: a running job's files."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not reached in {timeout_s:.0f} s: {what}")
+        time.sleep(0.1)

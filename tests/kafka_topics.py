@@ -7,6 +7,8 @@ from typing import Any
 
 from sparkcep.timeutil import parse_event_time
 
+CREATE_TIME = 1  # confluent_kafka.TIMESTAMP_CREATE_TIME: a record's timestamp as its producer set it
+
 
 def create_topic(bootstrap: str, topic: str, partitions: int, config: dict[str, str] | None = None) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic

@@ -14,8 +14,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,7 +31,7 @@ from sparkcep.spark.jobs import Job, run_job
 from sparkcep.spark.runner import RunConfig
 from sparkcep.testing.compare import assert_matches_oracle
 
-from helpers import DAY, line, parcel
+from helpers import DAY, line, parcel, wait_for
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -69,14 +68,6 @@ def output_lines(out: Path) -> dict[str, list[str]]:
         if lines:
             found[directory.name] = sorted(lines)
     return found
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not reached in {timeout_s:.0f} s: {what}")
-        time.sleep(0.1)
 
 
 def running(pid: int) -> bool:

@@ -470,10 +470,10 @@ def test_one_compressed_file_is_read_in_batches_of_the_cap(spark: SparkSession, 
 
 @pytest.mark.spark
 def test_a_streaming_run_picks_up_compressed_files_as_they_arrive(spark: SparkSession, tmp_path: Path) -> None:
-    from test_spark import wait_for
-
     from sparkcep.io.files import FileSource
     from sparkcep.spark.runner import Pipeline, RunConfig
+
+    from helpers import wait_for
 
     rules = load_rules(ROOT / "examples" / "orders.rules.json")
     parts = simulated_orders(tmp_path / "gen", 2_400, files=3, seed=11)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,12 +12,9 @@ from typing import Any
 
 import httpx
 import pytest
+from console_client import AUTH, TOKEN, TestClient
 from fastapi import FastAPI
 
-with warnings.catch_warnings():
-    # Starlette 1.x would rather drive its test client with httpx2; httpx is what the project pins and works.
-    warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient` is deprecated")
-    from fastapi.testclient import TestClient
 from sparkcep.console import ConsoleSettings, create_app
 from sparkcep.console.health import compute_health
 from sparkcep.core.local import LocalRunner
@@ -32,8 +28,6 @@ from sparkcep.timeutil import format_iso, parse_event_time
 
 from helpers import COMPLETION_RULE, DAY, INACTIVITY_RULE, MINUTE, T0, line, order, parcel, ruleset, track
 
-TOKEN = "test-token-0123456789"  # noqa: S105  # a test value
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
 AGGREGATE: dict[str, Any] = {
     "type": "aggregate",
     "id": "busy",

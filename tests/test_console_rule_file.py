@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from checkpoint_files import write_batch, write_status
+from console_client import AUTH, TOKEN, TestClient
 from prometheus_client.parser import text_string_to_metric_families
-from test_console_api import AUTH, TOKEN, TestClient
-from test_live_lag import write_batch, write_status
 
 from sparkcep.console import create_app, settings_from_config
 from sparkcep.io.file_plan import FileOffsets

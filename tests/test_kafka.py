@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from kafka_topics import consume_all, create_topic, produce
-from test_spark import wait_for
 
 from sparkcep.rules.model import load_rules
 from sparkcep.runfiles.outputs import canonical, read_all_outputs, read_jsonl_dir, read_metrics, without_origins
@@ -22,6 +21,8 @@ from sparkcep.spark.runner import Pipeline, RunConfig
 from sparkcep.testing import oracle
 from sparkcep.testing.compare import assert_matches_oracle
 from sparkcep.timeutil import parse_event_time
+
+from helpers import wait_for
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -221,11 +222,11 @@ def test_a_streaming_run_over_a_skewed_backlog_reads_it_aligned_by_default_withi
     """A live job started on a backlog whose partitions are skewed in event time, with the source a pipeline file
     gets by default (aligned by record timestamps) and a small cap: batches of about the cap, no late event, and
     the output of the whole history once flushed."""
-    from test_spark import wait_for
-
     from sparkcep.config import KafkaSourceConfig
     from sparkcep.io.kafka.source import KafkaSource
     from sparkcep.spark.jobs import kafka_reader_options
+
+    from helpers import wait_for
 
     sim = generate_devices(tmp_path / "gen", 2_000, seed=7, files=1)
     lines = lines_of(tmp_path / "gen")

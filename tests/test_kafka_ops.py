@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from kafka_topics import consume_all, create_topic, partition_counts
+from kafka_topics import CREATE_TIME, consume_all, create_topic, partition_counts
 from servers import free_port
 
 from sparkcep.config import ConfigError, load_config
@@ -26,7 +26,6 @@ from sparkcep.spark.jobs import kafka_reader_options
 from sparkcep.timeutil import parse_event_time
 
 ROOT = Path(__file__).resolve().parents[1]
-CREATE_TIME = 1  # confluent_kafka.TIMESTAMP_CREATE_TIME
 
 
 def send(bootstrap: str, topic: str, records: list[tuple[int, int]]) -> None:
@@ -309,8 +308,8 @@ def test_status_of_a_stopped_kafka_job_is_end_offsets_minus_the_checkpoints_and_
     """``sparkcep status``: per partition, the broker's end offset minus the newest committed batch's end offset
     in the checkpoint (a planned batch that never finished does not count); the consumer group is left as the
     job left it."""
+    from checkpoint_files import write_batch, write_status
     from click.testing import CliRunner
-    from test_live_lag import write_batch, write_status
 
     from sparkcep.cli.app import main
     from sparkcep.lag.sources import source_record
@@ -340,8 +339,8 @@ def test_status_of_a_stopped_kafka_job_is_end_offsets_minus_the_checkpoints_and_
     assert f"  kafka {topic}/0: 4 rec" in text.output and "behind:     7 records (measured now)" in text.output
 
     # The console and its Prometheus endpoint over the same checkpoint say the same, per partition.
+    from console_client import AUTH, TOKEN, TestClient
     from prometheus_client.parser import text_string_to_metric_families
-    from test_console_api import AUTH, TOKEN, TestClient
 
     from sparkcep.console import ConsoleSettings, create_app
 

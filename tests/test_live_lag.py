@@ -6,10 +6,10 @@ from __future__ import annotations
 import io
 import json
 import threading
-import time
 from pathlib import Path
 
 import pytest
+from checkpoint_files import write_batch, write_status
 from click.testing import CliRunner
 
 from sparkcep.cli.app import main
@@ -170,25 +170,6 @@ def test_a_caught_up_restart_says_so_in_a_json_log_without_any_batch() -> None:
 
 
 # -- a checkpoint read without Spark ------------------------------------------------------------------
-
-
-def write_batch(ck: Path, batch_id: int, offsets: dict[str, object], committed: bool) -> None:
-    """Spark's logs as a run leaves them: the offsets (version, metadata, the input's, the control stream's)
-    and, for a finished batch, its commit."""
-    (ck / "query" / "offsets").mkdir(parents=True, exist_ok=True)
-    (ck / "query" / "commits").mkdir(parents=True, exist_ok=True)
-    lines = ["v1", json.dumps({"batchWatermarkMs": 0}), json.dumps(offsets), json.dumps({"logOffset": batch_id})]
-    (ck / "query" / "offsets" / str(batch_id)).write_text("\n".join(lines))
-    if committed:
-        (ck / "query" / "commits" / str(batch_id)).write_text('v1\n{"nextBatchWatermarkMs":0}')
-
-
-def write_status(ck: Path, state: str, **fields: object) -> None:
-    now = format_iso(int(time.time() * 1000))
-    data = {"state": state, "since": now, "heartbeat": now, "pid": 1, "host": "h", "command": "run",
-            "bounded": False, **fields}  # fmt: skip
-    (ck / "sparkcep").mkdir(parents=True, exist_ok=True)
-    (ck / "sparkcep" / "status.json").write_text(json.dumps(data))
 
 
 def test_a_stopped_jobs_lag_is_measured_from_its_newest_committed_batch(tmp_path: Path) -> None:

@@ -14,9 +14,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from kafka_topics import consume_all, create_topic, partition_counts
+from kafka_topics import CREATE_TIME, consume_all, create_topic, partition_counts
 from servers import free_port
-from test_kafka_ops import CREATE_TIME
 from test_simulate_live import SHIPPED_FAST
 
 from sparkcep.simulate.live import KEY_FIELD, KafkaSink, LiveFeed, run_live

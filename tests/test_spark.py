@@ -27,7 +27,7 @@ from sparkcep.spark.runner import Pipeline, RunConfig
 from sparkcep.testing.compare import assert_matches_oracle
 from sparkcep.timeutil import parse_event_time
 
-from helpers import COMPLETION_RULE, INACTIVITY_RULE, MINUTE, T0, order, parcel, ruleset, track
+from helpers import COMPLETION_RULE, INACTIVITY_RULE, MINUTE, T0, order, parcel, ruleset, track, wait_for
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -242,15 +242,6 @@ def test_a_live_jobs_lag_moves_while_no_batch_runs(spark: SparkSession, tmp_path
     stored = read_live_lag(pipeline.metrics_dir.parent)
     assert stored is not None and stored.lag[0]["records_behind"] == 5 and stored.batch_id == batch.batch_id
     assert stored.lag[0]["position"] == "1 of 2 files read"
-
-
-def wait_for(condition: object, timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():  # type: ignore[operator]
-            return
-        time.sleep(0.2)
-    raise AssertionError("condition not reached in time")
 
 
 def arrive(input_dir: Path, index: int, lines: list[str]) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from test_spark_idle import ticking, wait_for
+from test_spark_idle import ticking
 
 from sparkcep.arrival import ARRIVAL, TimeSettings
 from sparkcep.io.files import FileSource
@@ -22,7 +22,7 @@ from sparkcep.runfiles.outputs import read_all_outputs, read_jsonl_dir
 from sparkcep.spark.runner import Pipeline, RunConfig
 from sparkcep.timeutil import parse_event_time
 
-from helpers import COMPLETION_RULE
+from helpers import COMPLETION_RULE, wait_for
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

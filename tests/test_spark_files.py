@@ -141,7 +141,7 @@ def test_a_streaming_run_reads_a_backlog_of_overlapping_files_aligned_within_its
 ) -> None:
     """A streaming job started on a backlog reads it in batches of at most the cap, every file advanced to one
     event-time horizon: no event is late, and the output (flushed at the end) is the single sorted file's."""
-    from test_spark import wait_for
+    from helpers import wait_for
 
     rules = load_rules(ROOT / "examples" / "devices.rules.json")
     lines = overlapping_device_files(tmp_path / "in", tmp_path / "gen", 3_000, seed=13)

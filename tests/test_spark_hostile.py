@@ -149,7 +149,7 @@ def test_a_kill_between_the_flush_and_its_timers_is_finished_by_the_rerun(spark:
 def test_a_store_with_an_unreadable_version_runs_the_other_rules_and_reports_it(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    from test_store_unreadable import BAD_RULES, filled, payments
+    from unreadable_rules import BAD_RULES, filled, payments
 
     from sparkcep.rules.model import parse_rules
     from sparkcep.store import open_store

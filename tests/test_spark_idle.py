@@ -16,7 +16,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,7 +30,7 @@ from sparkcep.spark.idle import IdleAdvancer
 from sparkcep.spark.runner import Pipeline, RunConfig
 from sparkcep.timeutil import format_iso
 
-from helpers import COMPLETION_RULE, INACTIVITY_RULE, T0, order, parcel, ruleset, track
+from helpers import COMPLETION_RULE, INACTIVITY_RULE, T0, order, parcel, ruleset, track, wait_for
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -82,15 +81,6 @@ def outputs(base: Path) -> list[tuple[str, str, int]]:
         key = record.get("order_number", record.get("device_id"))
         found.append((str(record["event_type"]), str(key), parse_event_time(record["occurred_at"])))
     return sorted(found)
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError("condition not reached in time")
 
 
 def ticking(advancer: IdleAdvancer, query: StreamingQuery, condition: Callable[[], bool]) -> Callable[[], bool]:

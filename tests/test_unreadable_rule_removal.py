@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from test_store_unreadable import BAD_RULES, INPUT, OTHER_RULE, WINDOW_RULE, write_by_hand
+from unreadable_rules import BAD_RULES, INPUT, OTHER_RULE, WINDOW_RULE, write_by_hand
 
 from sparkcep.cli import main
 from sparkcep.core.engine import Engine
