@@ -71,3 +71,26 @@ def wait_for(condition: Callable[[], object], timeout_s: float = 120.0, what: st
         if time.monotonic() > deadline:
             raise AssertionError(f"not reached in {timeout_s:.0f} s: {what}")
         time.sleep(0.1)
+
+
+def transactions(count: int, seed: int) -> list[str]:
+    """Payments of 8 payers to 3 beneficiaries, 0-4 s apart in event time (the fraud rules' field names)."""
+    import random
+
+    rng = random.Random(seed)
+    time, lines = T0, []
+    for n in range(1, count + 1):
+        time += rng.randint(0, 4_000)
+        lines.append(
+            json.dumps(
+                {
+                    "transactionId": n,
+                    "eventTime": time,
+                    "payerId": rng.randint(1, 8),
+                    "beneficiaryId": rng.randint(1, 3),
+                    "paymentAmount": rng.choice([9.99, 120, 250.5]),
+                    "paymentType": rng.choice(["CARD", "SEPA", "WIRE"]),
+                }
+            )
+        )
+    return lines

@@ -105,7 +105,7 @@ def test_the_cli_path_and_detect_give_identical_outputs_late_events_and_dead_let
 ) -> None:
     """``sparkcep run``'s pipeline and a streaming ``detect`` over the same files, a file per micro-batch in the
     same order: a file of old events read last is late in both, and bad lines are dead letters in both."""
-    from test_spark import bounded_run, write_batches
+    from spark_runs import bounded_run, write_batches
 
     from sparkcep.runfiles.outputs import read_all_outputs, read_jsonl_dir
 

@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from test_console_api import AGGREGATE, PATTERN, Job, payments, serving
-from test_spark import transactions  # payments of 8 payers, 0-4 s apart in event time
+from console_client import AGGREGATE, PATTERN, Job, payments, serving
 
 from sparkcep.console import ConsoleSettings, create_app
 from sparkcep.core.local import LocalRunner
@@ -34,7 +33,7 @@ from sparkcep.storage import Location
 from sparkcep.store import open_store
 from sparkcep.store.quarantine import QUARANTINE_AUTHOR
 
-from helpers import COMPLETION_RULE, INACTIVITY_RULE, MINUTE, T0, line, order, parcel, ruleset, track
+from helpers import COMPLETION_RULE, INACTIVITY_RULE, MINUTE, T0, line, order, parcel, ruleset, track, transactions
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, ConsoleMessage, FloatRect, Locator, Page, ViewportSize

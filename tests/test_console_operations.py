@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_console_api import AGGREGATE, AUTH, Job, payments
+from console_client import AGGREGATE, AUTH, Job, payments
 
 from sparkcep.console import backtest_diff, record_files
 from sparkcep.runfiles.outputs import RECORD_LINE_CHARS, dead_record, late_record

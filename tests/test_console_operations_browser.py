@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_console_api import AGGREGATE, Job, payments, serving
+from console_client import AGGREGATE, Job, payments, serving
 from test_console_browser import TOKEN, console_page, expect_text
 from test_console_operations import iso_ago, status, write_records, write_status
 

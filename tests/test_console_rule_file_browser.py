@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_console_api import serving
+from console_client import serving
 from test_console_browser import TOKEN, console_page, expect_text
 from test_console_rule_file import pipeline_with_a_rule_file
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import httpx
 import pytest
+from console_client import AGGREGATE, AUTH, TOKEN, Job, job_alerts, serving
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
-from test_console_api import AGGREGATE, AUTH, TOKEN, Job, job_alerts, serving
 
 from sparkcep.cli.console import DEFAULT_TOKEN_ENV
 from sparkcep.console import create_app

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import pytest
-from test_console_api import AGGREGATE, Job, job_alerts, serving
+from console_client import AGGREGATE, Job, job_alerts, serving
 
 from sparkcep.console import create_app
 

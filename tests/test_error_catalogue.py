@@ -192,7 +192,7 @@ def test_every_wrong_field_of_a_pipeline_file_is_worded_by_sparkcep(tmp_path: Pa
 
 @pytest.fixture
 def console(tmp_path: Path) -> TestClient:
-    from test_console_api import AUTH, Job
+    from console_client import AUTH, Job
 
     from sparkcep.console import create_app
 

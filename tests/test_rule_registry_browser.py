@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from test_console_api import Job, serving
+from console_client import Job, serving
+from count_rule_type import COUNT, EVERY_THIRD
 from test_console_browser import TOKEN, console_page, expect_text
-from test_rule_registry import COUNT, EVERY_THIRD
 
 from sparkcep.console import create_app
 from sparkcep.rules.registry import registered

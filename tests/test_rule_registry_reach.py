@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_console_api import AGGREGATE, Job, TestClient
-from test_rule_registry import COUNT, EVERY_THIRD
+from console_client import AGGREGATE, Job, TestClient
+from count_rule_type import COUNT, EVERY_THIRD
 
 import sparkcep
 from sparkcep.console import create_app

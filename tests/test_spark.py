@@ -15,19 +15,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from spark_runs import bounded_run, write_batches
 
 from sparkcep.core.engine import add_counts
 from sparkcep.core.program import Program
 from sparkcep.io.files import FileSource
 from sparkcep.rules.model import RuleSet, load_rules, parse_rules
 from sparkcep.runfiles.outputs import BatchMetrics, canonical, read_all_outputs, read_jsonl_dir, read_metrics
-from sparkcep.runfiles.summary import RunSummary
 from sparkcep.simulate import generate_orders
 from sparkcep.spark.runner import Pipeline, RunConfig
 from sparkcep.testing.compare import assert_matches_oracle
 from sparkcep.timeutil import parse_event_time
 
-from helpers import COMPLETION_RULE, INACTIVITY_RULE, MINUTE, T0, order, parcel, ruleset, track, wait_for
+from helpers import COMPLETION_RULE, INACTIVITY_RULE, MINUTE, T0, order, parcel, ruleset, track, transactions, wait_for
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -35,24 +35,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[1]
 ORDER_RULES = load_rules(ROOT / "examples" / "orders.rules.json")
-
-
-def write_batches(directory: Path, batches: list[list[str]]) -> None:
-    """One file per micro-batch, with increasing modification times (Spark reads files in that order)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    for index, lines in enumerate(batches):
-        path = directory / f"batch-{index:03d}.jsonl"
-        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-        os.utime(path, (1_700_000_000 + index, 1_700_000_000 + index))
-
-
-def bounded_run(
-    spark: SparkSession, rules: RuleSet, input_dir: Path, base: Path, max_files_per_trigger: int = 1, **kw: int
-) -> RunSummary:
-    # File after file (not aligned in event time), as the callers' arrivals: a file that comes later may be late.
-    source = FileSource(input_dir, max_files_per_trigger, aligned=False)
-    config = RunConfig(source, base / "out", base / "ck", buckets=8, **kw)
-    return Pipeline(spark, rules, config).run_until_caught_up()
 
 
 def test_one_file_or_ten_files_give_identical_output_equal_to_the_oracle(spark: SparkSession, tmp_path: Path) -> None:
@@ -351,28 +333,6 @@ def fraud_rules() -> RuleSet:
             "rules": [demo, counted, tightened],
         }
     )
-
-
-def transactions(count: int, seed: int) -> list[str]:
-    import random
-
-    rng = random.Random(seed)
-    time, lines = T0, []
-    for n in range(1, count + 1):
-        time += rng.randint(0, 4_000)
-        lines.append(
-            json.dumps(
-                {
-                    "transactionId": n,
-                    "eventTime": time,
-                    "payerId": rng.randint(1, 8),
-                    "beneficiaryId": rng.randint(1, 3),
-                    "paymentAmount": rng.choice([9.99, 120, 250.5]),
-                    "paymentType": rng.choice(["CARD", "SEPA", "WIRE"]),
-                }
-            )
-        )
-    return lines
 
 
 def test_aggregate_rules_live_run_equals_backtest_and_oracle(spark: SparkSession, tmp_path: Path) -> None:

@@ -296,7 +296,7 @@ def test_a_running_job_times_the_pause_and_delete_and_runs_the_other_rules_as_wi
 
 
 def test_the_console_shows_pauses_refuses_to_resume_and_deletes_a_rule_with_no_readable_version(tmp_path: Path) -> None:
-    from test_console_api import Job  # its client sends the token
+    from console_client import Job  # its client sends the token
 
     job = Job(tmp_path)
     with_bad_rule(job.store_spec, BAD_NEGATIVE)
