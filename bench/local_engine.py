@@ -3,7 +3,7 @@
     .venv/bin/python bench/local_engine.py --rules RULES --input DIR --output OUT.jsonl
 
 The reference the pattern benchmark compares Spark's output with (patterns have no separate oracle: the
-matcher is checked against Flink CEP's behaviour by tests/test_cep_conformance.py).
+matcher is checked against Flink CEP's behaviour by tests/cep/test_cep_conformance.py).
 """
 
 from __future__ import annotations

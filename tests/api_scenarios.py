@@ -1,5 +1,6 @@
-"""Scenarios of sparkcep.api.detect shared by tests/test_api.py (a classic session) and tests/test_spark_connect.py
-(a Spark Connect client): the same calls must give the oracle's records through either."""
+"""Scenarios of sparkcep.api.detect shared by tests/api/test_api.py (a classic session) and
+tests/spark/test_spark_connect.py (a Spark Connect client): the same calls must give the oracle's records
+through either."""
 
 from __future__ import annotations
 

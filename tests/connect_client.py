@@ -1,4 +1,4 @@
-"""A Spark Connect client that runs one scenario of sparkcep.api against a server (tests/test_spark_connect.py).
+"""A Spark Connect client that runs one scenario of sparkcep.api against a server (tests/spark/test_spark_connect.py).
 
 Run as ``python connect_client.py URL SCENARIO WORKDIR``; prints one JSON line of what it found and exits non-zero
 (with the assertion's traceback) when a check fails.
@@ -78,7 +78,7 @@ def stream(spark: Any, work: Path) -> dict[str, Any]:
 
 
 def store(spark: Any, work: Path) -> dict[str, Any]:
-    """The rule-store scenario of tests/test_api.py, with its foreachBatch run by the server."""
+    """The rule-store scenario of tests/api/test_api.py, with its foreachBatch run by the server."""
     from api_scenarios import check_store_run
 
     from sparkcep.store import open_store

@@ -1,6 +1,6 @@
 """A throwaway rule type, "count": every N events of a key, one output event. Its model, its logic and its one
 registry entry, as a new type would have them in its own files; nothing in the package names it. The registry's
-tests register it for the duration of a test (tests/test_rule_registry.py and the tests that follow it into the
+tests register it for the duration of a test (tests/rules/test_rule_registry.py and the tests that follow it into the
 stores and the console)."""
 
 from __future__ import annotations

@@ -306,7 +306,7 @@ class Matcher:
             dues = [due[0] for due in map(self._deadline, started) if due is not None]
             return not started and not state[1], min(dues, default=None)
         # Partial matches are in start order, the start partial match (no start time) last: the first one started
-        # earliest (see process; tests/test_pattern_plans.py checks the order).
+        # earliest (see process; tests/cep/test_pattern_plans.py checks the order).
         partials = state[0]
         earliest: int = partials[0][1] if partials else _NEVER
         if earliest == _NEVER:

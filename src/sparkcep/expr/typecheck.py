@@ -2,7 +2,7 @@
 
 Runs once when a rule is validated, never per event: evaluation does not look at types, and the compiled
 closures are the same with or without this check. The rules mirror what evaluation does with values, so a
-type this module accepts is one evaluation can produce (``tests/test_expr_types.py`` checks that on random
+type this module accepts is one evaluation can produce (``tests/expr/test_expr_types.py`` checks that on random
 trees and records), and what it refuses would fail, or never be true, for every event:
 
 * comparisons need values of one kind on both sides (numbers, strings, or booleans with ``=``/``!=``); a

@@ -4,7 +4,7 @@ Tests, the demo and benchmarks compare the engine's outputs with this package's.
 right: it reads everything into memory, validates every line, then replays each rule per key in event-time order:
 completion and inactivity rules with one pending timer, aggregate rules by recomputing each trigger's window from
 the stored events. Patterns are checked elsewhere (tests/conformance against Flink CEP's behaviour, and a direct
-sequential run of their logic in tests/test_pattern_engine.py).
+sequential run of their logic in tests/core/test_pattern_engine.py).
 
 Its modules import none of the engine's rule logic, buffering or time keeping (``sparkcep.core``'s engine,
 program, pages, completion, inactivity, aggregate and pattern modules, ``sparkcep.spark``), so a bug there cannot

@@ -61,7 +61,7 @@ class _Kind:
 
 # The oracle's own table of the rule types it evaluates (it shares no rule logic with the engine, by design:
 # see the package's docstring). Patterns are checked against Flink CEP's behaviour (tests/conformance) and
-# against a direct sequential run of their logic (tests/test_pattern_engine.py), not here.
+# against a direct sequential run of their logic (tests/core/test_pattern_engine.py), not here.
 _KINDS: dict[str, _Kind] = {
     # one unit per id and key field
     "completion": _Kind(lambda rule: rule.key, lambda versions, rule: CompletionUnit(Versions(versions), rule.key)),
