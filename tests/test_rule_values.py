@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from sparkcep.core import pages as pages_module
 from sparkcep.core.engine import EVENT_VALUES, KEY_PENDING, rule_values
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.logic import SKIP
-from sparkcep.core import pages as pages_module
 from sparkcep.core.pages import INDEX_VERSION
 from sparkcep.core.program import Program
 
