@@ -8,6 +8,7 @@ order, and checkpoints written with a pair per rule must still resume to the sam
 from __future__ import annotations
 
 import pickle
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -85,7 +86,7 @@ def test_each_rule_gets_what_it_extracts_in_rule_order(
     obj = next(value for _, value in got if isinstance(value, dict))
     assert all(value is obj for _, value in got if isinstance(value, dict))  # the patterns share one object
     assert len(values) == entries
-    for (indexes, value), (later, next_value) in zip(values, values[1:], strict=False):
+    for (indexes, value), (later, next_value) in pairwise(values):
         assert indexes[-1] < later[0] and value is not next_value  # runs are maximal
     again = program.decode(pay(T0 + 1, "e2", "b", 9, event_type=event_type), 0).event
     assert again is not None
