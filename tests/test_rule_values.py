@@ -93,6 +93,22 @@ def test_each_rule_gets_what_it_extracts_in_rule_order(
     assert all(a is b for (a, _), (b, _) in zip(values, again[EVENT_VALUES], strict=True))  # one tuple per run
 
 
+def test_patterns_with_versions_are_asked_at_the_event_time() -> None:
+    # Rules that take every event whole at any time get it without an extract call; a pattern paused from an
+    # effective time on takes nothing after it, so it is asked, and its neighbours' values stay as they were.
+    p1 = pattern("p1")
+    paused = [p1, {**p1, "version": 2, "state": "PAUSE", "effective_from": T0 + MINUTE}]
+    program = Program(ruleset(pattern("p0"), *paused, pattern("p2")))
+    assert [logic.takes_whole_event for logic in program.logics] == [True, False, True]
+    for time, taking in ((T0, [0, 1, 2]), (T0 + MINUTE, [0, 2])):
+        text = pay(time, f"e{time}", "a")
+        decoded = program.decode(text, 0)
+        assert decoded.event is not None
+        got = rule_values(decoded.event[EVENT_VALUES])
+        assert [index for index, _ in got] == taking == [index for index, _ in plain_values(program, text)]
+        assert len(decoded.event[EVENT_VALUES]) == 1  # the rules that took it share the one event object
+
+
 def test_rules_that_refuse_an_event_are_dead_letters_and_the_others_keep_it() -> None:
     program = Program(ruleset(pattern("p0"), AGGREGATE, pattern("p2")))
     decoded = program.decode(pay(T0, "e1", "a", amount="lots"), 0)  # the aggregate cannot sum text

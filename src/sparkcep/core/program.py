@@ -133,6 +133,9 @@ class Program:
                 routes.setdefault((keyset, event_type), []).append(index)
         self._explicit_routes: dict[tuple[int, str], tuple[int, ...]] = {k: tuple(v) for k, v in routes.items()}
         self.routes: dict[tuple[int, str], tuple[int, ...]] = {}  # filled per event type on first use
+        # (keyset, event type) -> whether its rules (at least two) all take the whole event (RuleLogic), so that
+        # decoding skips their extract calls; filled per event type on first use.
+        self._whole: dict[tuple[int, str], bool] = {}
         self.event_types: frozenset[str] = frozenset(t for _, t in routes if t != WILDCARD)
         self.consumes_all = any(t == WILDCARD for _, t in routes)
         # The rule index tuples of RuleValues, one object each (see Event): each rule alone, and runs of rules.
@@ -237,9 +240,17 @@ class Program:
             values: RuleValues = ((self._alone[index], extracted),)
             dead: tuple[tuple[int, str], ...] = ()
         else:
-            values, dead = self._extract_all(rule_indexes, event_type, obj, time)
-            if not values:
-                return Decoded(key, None, dead)
+            whole = self._whole.get((keyset, event_type))
+            if whole is None:
+                whole = self._whole[(keyset, event_type)] = len(rule_indexes) > 1 and all(
+                    logics[index].takes_whole_event for index in rule_indexes
+                )
+            if whole:  # what _extract_all would find, without a call per rule
+                values, dead = ((rule_indexes, obj),), ()
+            else:
+                values, dead = self._extract_all(rule_indexes, event_type, obj, time)
+                if not values:
+                    return Decoded(key, None, dead)
         return Decoded(key, (time, event_id, zlib.crc32(line.encode()), event_type, values), dead)
 
     def _extract_all(
