@@ -12,7 +12,8 @@ from typing import Any
 from pyspark import cloudpickle
 from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle, TimerValues
 
-from sparkcep.core.engine import NO_WATERMARK, BucketState
+from sparkcep.core.bucket_state import BucketState
+from sparkcep.core.engine import NO_WATERMARK
 from sparkcep.core.pages import BucketIndex, PageTraffic
 from sparkcep.spark.processor import STATE_SCHEMA, EngineProcessor, _engine_for, result_frame
 

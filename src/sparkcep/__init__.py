@@ -8,7 +8,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from sparkcep.core.engine import BatchResult, BucketState, Engine
+from sparkcep.core.batch_result import BatchResult
+from sparkcep.core.bucket_state import BucketState
+from sparkcep.core.engine import Engine
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
 from sparkcep.errors import (

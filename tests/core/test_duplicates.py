@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_aggregate_determinism import rule_logs, transactions
 
-from sparkcep.core.engine import BatchResult
+from sparkcep.core.batch_result import BatchResult
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
 from sparkcep.rules.model import RuleSet, parse_rules

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparkcep.core.engine import NO_WATERMARK, BucketState, Engine
+from sparkcep.core.bucket_state import BucketState
+from sparkcep.core.engine import NO_WATERMARK, Engine
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import CONTROL, Decoded, Program
 from sparkcep.timeutil import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, format_iso, parse_event_time, read_event_time

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sparkcep.core.engine import BatchResult
+from sparkcep.core.batch_result import BatchResult
 from sparkcep.core.lines import decode_line, is_blank
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program

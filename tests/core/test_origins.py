@@ -11,7 +11,8 @@ import json
 import pickle
 from typing import Any
 
-from sparkcep.core.engine import NO_WATERMARK, BucketState, Engine
+from sparkcep.core.bucket_state import BucketState
+from sparkcep.core.engine import NO_WATERMARK, Engine
 from sparkcep.core.program import Program
 from sparkcep.runfiles.outputs import without_origins
 

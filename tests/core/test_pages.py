@@ -13,7 +13,8 @@ import pickle
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparkcep.core.engine import NO_WATERMARK, BucketState, Engine
+from sparkcep.core.bucket_state import BucketState
+from sparkcep.core.engine import NO_WATERMARK, Engine
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.pages import (
     HELD_EVENTS,

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from sparkcep.core.engine import NO_WATERMARK, BucketState, Engine
+from sparkcep.core.bucket_state import BucketState
+from sparkcep.core.engine import NO_WATERMARK, Engine
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
 from sparkcep.rules.model import RuleSet

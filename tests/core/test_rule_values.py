@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from sparkcep.core import pages as pages_module
-from sparkcep.core.engine import EVENT_VALUES, KEY_PENDING, rule_values
+from sparkcep.core.bucket_state import EVENT_VALUES, KEY_PENDING, rule_values
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.logic import SKIP
 from sparkcep.core.pages import INDEX_VERSION

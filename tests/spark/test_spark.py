@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 from spark_runs import bounded_run, write_batches
 
-from sparkcep.core.engine import add_counts
+from sparkcep.core.batch_result import add_counts
 from sparkcep.core.program import Program
 from sparkcep.io.files import FileSource
 from sparkcep.rules.model import RuleSet, load_rules, parse_rules

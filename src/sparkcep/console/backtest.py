@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkcep.arrival import refuse_backtest
-from sparkcep.core.engine import BatchResult
+from sparkcep.core.batch_result import BatchResult
 from sparkcep.core.lines import InvalidText, is_blank, read_lines
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from sparkcep.core.engine import NO_WATERMARK, BatchResult, Engine, KeyState
+from sparkcep.core.batch_result import BatchResult
+from sparkcep.core.bucket_state import KeyState
+from sparkcep.core.engine import NO_WATERMARK, Engine
 from sparkcep.core.pages import DictPageStore, PageLimits, open_bucket
 from sparkcep.core.program import Program
 from sparkcep.core.routing import Router

@@ -33,19 +33,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sparkcep.core.engine import (
+from sparkcep.core.batch_result import Admitted
+from sparkcep.core.bucket_state import (
     EVENT_TIME,
     KEY_PENDING,
     KEY_WAKE,
-    Admitted,
     BucketState,
     Buffered,
-    Engine,
     KeyState,
     collector_paused,
 )
+from sparkcep.core.engine import Engine
 
-# The first element of a pickled index; 1-3 are the whole-bucket snapshots of sparkcep.core.engine.
+# The first element of a pickled index; 1-3 are the whole-bucket snapshots of sparkcep.core.bucket_state.
 INDEX_VERSION = 4
 ROOT = 1
 # Keys per page by default: of the sizes measured in bench/README.md ("State in pages"), the one whose live batch

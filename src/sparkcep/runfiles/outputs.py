@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from sparkcep.core.engine import add_counts
+from sparkcep.core.batch_result import add_counts
 from sparkcep.core.logic import Record
 from sparkcep.runfiles.layout import BATCH_GLOB, is_output_type_dir
 from sparkcep.storage import Location, location

@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sparkcep.core.engine import add_counts
+from sparkcep.core.batch_result import add_counts
 from sparkcep.runfiles.outputs import BatchMetrics
 from sparkcep.timeutil import format_iso
 

@@ -36,7 +36,9 @@ from typing import TYPE_CHECKING
 import orjson
 import pyarrow as pa
 
-from sparkcep.core.engine import NO_WATERMARK, BatchResult, BucketState, Engine, collector_paused
+from sparkcep.core.batch_result import BatchResult
+from sparkcep.core.bucket_state import BucketState, collector_paused
+from sparkcep.core.engine import NO_WATERMARK, Engine
 from sparkcep.core.pages import BucketIndex, PageTraffic
 from sparkcep.core.program import Program
 from sparkcep.core.routing import Router, RoutingSpec

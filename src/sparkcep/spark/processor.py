@@ -25,8 +25,10 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
+from sparkcep.core.batch_result import BatchResult
+from sparkcep.core.bucket_state import collector_paused
 from sparkcep.core.control import read_rules_record
-from sparkcep.core.engine import NO_WATERMARK, BatchResult, Engine, collector_paused
+from sparkcep.core.engine import NO_WATERMARK, Engine
 from sparkcep.core.pages import BucketIndex, PageLimits, PageTraffic, open_bucket
 from sparkcep.core.program import CONTROL, Program
 from sparkcep.io.packed import unpack
