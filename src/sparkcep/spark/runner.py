@@ -41,7 +41,6 @@ from sparkcep.run_summary import RunSummary, source_position, summarize
 from sparkcep.spark.batches import BatchCollector
 from sparkcep.spark.idle import IdleAdvancer, known_watermark
 from sparkcep.spark.placement import balanced_bucket_keys, identity_bucket_keys
-from sparkcep.spark.query import QuerySpec, build_stream
 from sparkcep.spark.query_start import query_start
 from sparkcep.spark.rulefeed import RuleFeed, report_unreadable
 from sparkcep.spark.source_lag import SourceLagPosition
@@ -287,6 +286,10 @@ class Pipeline:
         if warm_up:
             lines = "".join(warmup_record(bucket) + "\n" for bucket in range(self.config.buckets))
             (self.control_dir / f"warmup-{time.time_ns()}.jsonl").write_atomically(lines)
+        # Imported here, not with this module: the plan's modules import pandas (about 1 s), which
+        # sparkcep.spark.session imports while the JVM starts instead.
+        from sparkcep.spark.query import QuerySpec, build_stream
+
         # A rescaled checkpoint's first start continues the old query (sparkcep.spark.rescale); else as always.
         resume = query_start(self.spark, self.checkpoint, self.program.time_field, self.time.watermark_delay_ms)
         spec = QuerySpec(
