@@ -160,6 +160,10 @@ class Pipeline:
         self.bucket_function = CRC32  # set by _check_checkpoint
         self.source: Source = config.source  # the file reader is the checkpoint's (set by _check_checkpoint)
         self._max_seen: int | None = None
+        # A bounded run's end-of-input record, once written after the batch that read the last input: its largest
+        # event time (see _flush_when_read). None: not written that way.
+        self._bounded = False
+        self._flushed_early: int | None = None
         # This run's batches are those after the last one the checkpoint has now (a batch run again after a crash
         # belongs to the run that started it).
         self._first_batch = max((m.batch_id for m in read_metrics(self.metrics_dir)), default=-1) + 1
@@ -173,6 +177,20 @@ class Pipeline:
             self.program.time_field, config.watermark_delay_ms, config.idle_advance_ms, _trigger_ms(config),
             delay_flag="--watermark-delay (pipeline files: watermark_delay)",
         )  # fmt: skip
+
+    def _flush_when_read(self, metrics: BatchMetrics) -> None:
+        """A bounded run writes its end-of-input record as soon as a batch that read input leaves nothing behind
+        in the source: the next micro-batch reads it, where it would otherwise wait for the no-data batch Spark
+        runs first and then get a batch of its own (one micro-batch less per run). Its time is the one
+        _write_flush_record gives it after the input; the watermark moves only between batches, so timers fire as
+        they would have. A source that cannot tell its lag, or a rule store (a new grouping replans the query),
+        keeps the record for after the input."""
+        if not self._bounded or self._flushed_early is not None or metrics.records <= 0:
+            return
+        lags = metrics.source_lag
+        if not lags or any(lag.get("records_behind") != 0 for lag in lags):
+            return
+        self._flushed_early = self._write_flush_record()
 
     def _load_rules_from_store(self) -> None:
         assert self.feed is not None
@@ -195,6 +213,7 @@ class Pipeline:
         if self.on_batch is not None:
             self.on_batch(metrics)
         if self.feed is None:
+            self._flush_when_read(metrics)
             return
         if metrics.failed_rules:
             quarantine(self.feed.store, metrics.failed_rules)
@@ -365,6 +384,7 @@ class Pipeline:
         record, then the no-data batch Spark runs once the watermark has moved.
         """
         started = time.monotonic()
+        self._bounded = True
         query = self.start(available_now=False, trigger_interval="0 seconds")
         if self.on_running is not None:
             self.on_running()
@@ -483,6 +503,8 @@ class Pipeline:
             done = json.loads(self._flushed_path.read_text()).get("watermark")
             if isinstance(done, int) and done >= max_time:
                 return None
+        if self._flushed_early is not None and self._flushed_early >= max_time:
+            return max_time  # written after the batch that read the last input (see _flush_when_read)
         attempt = len(self.control_dir.children(f"flush-{max_time}*.jsonl"))
         name = f"flush-{max_time}.jsonl" if attempt == 0 else f"flush-{max_time}-{attempt}.jsonl"
         record = flush_record(self.program.time_field, max_time + self.time.watermark_delay_ms)
