@@ -112,12 +112,15 @@ def test_a_class_archive_is_written_once_adopted_when_settled_and_used_after(tmp
     os.utime(dump, (now, now))
     # Being written (recent): neither used nor written a second time.
     assert "-XX:" not in archive_options("k1", cds, now=now + 5, pid=1).replace("-Xlog", "")
-    # Settled, its writer gone: adopted and used; what an older installation left is removed.
-    old = cds / "k0.jsa"
-    old.write_bytes(b"old")
-    os.utime(old, (now, now))
+    # Settled, its writer gone: adopted and used. What an installation left unused for a day is removed, and a
+    # second dump of this key; another installation's archive in use (an hour ago) stays, or each would delete
+    # the other's and write its own again.
+    for name, age in (("k0.jsa", 2 * 86_400), ("k2.jsa", 3_600), (f"k1.{gone + 1}.dump", 40)):
+        (cds / name).write_bytes(b"other")
+        os.utime(cds / name, (now + 60 - age, now + 60 - age))
     assert archive_options("k1", cds, now=now + 60, pid=1).startswith(f"-XX:SharedArchiveFile={cds / 'k1.jsa'} ")
-    assert sorted(p.name for p in cds.iterdir()) == ["k1.jsa"]
+    assert sorted(p.name for p in cds.iterdir()) == ["k1.jsa", "k2.jsa"]
+    assert (cds / "k1.jsa").stat().st_mtime == now + 60  # used now: another installation keeps it a day from now
     assert "-Xlog:cds=off" in archive_options("k1", cds, now=now + 61, pid=1)  # a stale one is ignored silently
 
 

@@ -10,10 +10,18 @@ An archive is only valid for one Java build and one class path, which the JVM ch
 Java, other jars) makes it start without the archive, silently (its CDS warnings are off), and the name of the
 archive changes with both, so a new one is written. Archives live under the temporary directory,
 ``sparkcep-<uid>/cds/``; deleting them is always safe.
+
+Writing one is not free: the JVM that dumps it spends about 12 s of CPU and several seconds of wall time at exit
+(bench/README.md, 2026-11-27). So one installation never removes another's archive while that one is in use
+(two virtualenvs, or a release beside a checkout, on one machine): each use refreshes its archive's time, and
+only archives unused for a day, and dumps of this installation that were made in vain, are removed. Removing
+every other archive at each start made two installations used in turn delete each other's archive, and each
+switch paid for a new dump.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
@@ -22,6 +30,8 @@ from pathlib import Path
 
 # A dump older than this whose writer is gone is complete (the JVM writes it in some seconds after its command).
 _SETTLED_S = 30.0
+# Another installation's archive (or dump) not used for this long is left over from an upgrade: removed.
+_UNUSED_S = 24 * 3600.0
 _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
@@ -49,8 +59,9 @@ def archive_options(key: str, directory: Path, now: float | None = None, pid: in
     """JVM options that use the archive of ``key`` in ``directory``, or have this JVM write it at exit.
 
     A dump (``<key>.<pid>.dump``) becomes the archive once its writer's process is gone and it has not changed for
-    a while; dumps and archives of other keys (an older Java or Spark) are removed then. While a dump is being
-    written, other sessions neither use nor write one."""
+    a while; other dumps of ``key`` are removed then, and archives and dumps of other keys (another installation,
+    an older Java or Spark) once unused for a day. While a dump is being written, other sessions neither use nor
+    write one."""
     now = time.time() if now is None else now
     pid = os.getpid() if pid is None else pid
     directory.mkdir(parents=True, exist_ok=True)
@@ -63,8 +74,14 @@ def archive_options(key: str, directory: Path, now: float | None = None, pid: in
                 os.replace(dump, archive)
                 break
     if archive.is_file():
-        for other in directory.iterdir():  # what older installations left, and dumps made in vain
-            if other != archive and other.suffix in (".jsa", ".dump") and now - other.stat().st_mtime > _SETTLED_S:
+        with contextlib.suppress(OSError):  # its time says when it was last used (see the module docs)
+            os.utime(archive, (now, now))
+        for other in directory.iterdir():
+            if other == archive or other.suffix not in (".jsa", ".dump"):
+                continue
+            age = now - other.stat().st_mtime
+            in_vain = other.name.startswith(f"{key}.") and age > _SETTLED_S  # a dump of this key, made meanwhile
+            if in_vain or age > _UNUSED_S:
                 other.unlink(missing_ok=True)
         return f"-XX:SharedArchiveFile={archive} {_QUIET}"
     if any(now - dump.stat().st_mtime <= _SETTLED_S for dump in directory.glob(f"{key}.*.dump")):

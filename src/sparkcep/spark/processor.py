@@ -16,7 +16,6 @@ from functools import lru_cache
 from typing import Any
 
 import orjson
-import pandas as pd
 from pyspark.sql.streaming.stateful_processor import (
     ExpiredTimerInfo,
     StatefulProcessor,
@@ -143,6 +142,10 @@ def result_frame(
     names.append("_metric")
     times.append(result.max_event_time if result.max_event_time is not None else -1)
     payloads.append(orjson.dumps(metric).decode())
+    # Imported where it runs (the workers, whose daemon imported it already): the driver imports this module to
+    # plan the query, and imports pandas while the JVM starts (sparkcep.spark.session).
+    import pandas as pd
+
     return pd.DataFrame({"kind": kinds, "name": names, "time": times, "payload": payloads})
 
 

@@ -42,7 +42,6 @@ from sparkcep.runfiles.summary import RunSummary, summarize
 from sparkcep.spark.batches import BatchCollector
 from sparkcep.spark.idle import IdleAdvancer, known_watermark
 from sparkcep.spark.placement import balanced_bucket_keys, identity_bucket_keys
-from sparkcep.spark.query import QuerySpec, build_stream
 from sparkcep.spark.query_start import query_start
 from sparkcep.spark.rulefeed import RuleFeed, report_unreadable
 from sparkcep.spark.source_lag import SourceLagPosition
@@ -163,6 +162,10 @@ class Pipeline:
         self.bucket_function = CRC32  # set by _check_checkpoint
         self.source: Source = config.source  # the file reader is the checkpoint's (set by _check_checkpoint)
         self._max_seen: int | None = None
+        # A bounded run's end-of-input record, once written after the batch that read the last input: its largest
+        # event time (see _flush_when_read). None: not written that way.
+        self._bounded = False
+        self._flushed_early: int | None = None
         # This run's batches are those after the last one the checkpoint has now (a batch run again after a crash
         # belongs to the run that started it).
         self._first_batch = max((m.batch_id for m in read_metrics(self.metrics_dir)), default=-1) + 1
@@ -176,6 +179,20 @@ class Pipeline:
             self.program.time_field, config.watermark_delay_ms, config.idle_advance_ms, _trigger_ms(config),
             delay_flag="--watermark-delay (pipeline files: watermark_delay)",
         )  # fmt: skip
+
+    def _flush_when_read(self, metrics: BatchMetrics) -> None:
+        """A bounded run writes its end-of-input record as soon as a batch that read input leaves nothing behind
+        in the source: the next micro-batch reads it, where it would otherwise wait for the no-data batch Spark
+        runs first and then get a batch of its own (one micro-batch less per run). Its time is the one
+        _write_flush_record gives it after the input; the watermark moves only between batches, so timers fire as
+        they would have. A source that cannot tell its lag, or a rule store (a new grouping replans the query),
+        keeps the record for after the input."""
+        if not self._bounded or self._flushed_early is not None or metrics.records <= 0:
+            return
+        lags = metrics.source_lag
+        if not lags or any(lag.get("records_behind") != 0 for lag in lags):
+            return
+        self._flushed_early = self._write_flush_record()
 
     def _load_rules_from_store(self) -> None:
         assert self.feed is not None
@@ -198,6 +215,7 @@ class Pipeline:
         if self.on_batch is not None:
             self.on_batch(metrics)
         if self.feed is None:
+            self._flush_when_read(metrics)
             return
         if metrics.failed_rules:
             quarantine(self.feed.store, metrics.failed_rules)
@@ -289,6 +307,10 @@ class Pipeline:
         if warm_up:
             lines = "".join(warmup_record(bucket) + "\n" for bucket in range(self.config.buckets))
             (self.control_dir / f"warmup-{time.time_ns()}.jsonl").write_atomically(lines)
+        # Imported here, not with this module: the plan's modules import pandas (about 1 s), which
+        # sparkcep.spark.session imports while the JVM starts instead.
+        from sparkcep.spark.query import QuerySpec, build_stream
+
         # A rescaled checkpoint's first start continues the old query (sparkcep.spark.rescale); else as always.
         resume = query_start(self.spark, self.checkpoint, self.program.time_field, self.time.watermark_delay_ms)
         spec = QuerySpec(
@@ -364,6 +386,7 @@ class Pipeline:
         record, then the no-data batch Spark runs once the watermark has moved.
         """
         started = time.monotonic()
+        self._bounded = True
         query = self.start(available_now=False, trigger_interval="0 seconds")
         if self.on_running is not None:
             self.on_running()
@@ -482,6 +505,8 @@ class Pipeline:
             done = json.loads(self._flushed_path.read_text()).get("watermark")
             if isinstance(done, int) and done >= max_time:
                 return None
+        if self._flushed_early is not None and self._flushed_early >= max_time:
+            return max_time  # written after the batch that read the last input (see _flush_when_read)
         attempt = len(self.control_dir.children(f"flush-{max_time}*.jsonl"))
         name = f"flush-{max_time}.jsonl" if attempt == 0 else f"flush-{max_time}-{attempt}.jsonl"
         record = flush_record(self.program.time_field, max_time + self.time.watermark_delay_ms)

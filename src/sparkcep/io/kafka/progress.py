@@ -37,6 +37,7 @@ _PROPERTY_PREFIX = "kafka."
 _CACHE_LIMIT = 4096  # remembered record timestamps per client (they never change; the bound keeps memory flat)
 _LOOK_BACK = (1, 16, 256)  # how far before an offset to look for a record (control records take offsets too)
 DEFAULT_TIMEOUT_S = 5.0
+_COMMIT_POLL_S = 0.002  # how often a commit's wait looks for its answer
 
 Part = tuple[str, int]
 
@@ -225,7 +226,10 @@ class ProgressClient:
             offsets = [TopicPartition(topic, partition, offset) for (topic, partition), offset in sorted(ends.items())]
             consumer.commit(offsets=offsets, asynchronous=True)
             while not self._commits and not deadline.passed():
-                consumer.poll(min(0.1, deadline.left()))  # serves the commit callback; nothing is assigned
+                # Serves the commit callback (nothing is assigned). A poll returns at its timeout, not when it
+                # has served a callback: a slice of 0.1 s made every batch's commit take 0.1 s, a broker on
+                # this machine answers in about a millisecond.
+                consumer.poll(min(_COMMIT_POLL_S, deadline.left()))
             if not self._commits:
                 raise kafka.KafkaError(f"no answer from the group's coordinator within {timeout_s:g} s")
             error = self._commits[-1]
