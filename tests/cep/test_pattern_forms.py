@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkcep.cep import PatternError, compile_matcher, parse_pattern, run_pattern
-from sparkcep.cep.nfa import path_of
+from sparkcep.cep.partials import path_of
 from sparkcep.cli import main
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program

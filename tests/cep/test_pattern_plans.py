@@ -15,7 +15,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from sparkcep.cep import PatternError, compile_matcher
-from sparkcep.cep.nfa import Matcher, Result
+from sparkcep.cep.nfa import Matcher
+from sparkcep.cep.partials import Result
 
 # Conditions of every shape the compiler knows: type tests alone, type tests with other terms (first, last, inside
 # an "or"), terms without a type test, terms that read the partial match, running stages, and terms that fail on

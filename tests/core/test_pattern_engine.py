@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkcep.cep import run_pattern
-from sparkcep.cep.nfa import path_of
+from sparkcep.cep.partials import path_of
 from sparkcep.cli import main
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
@@ -427,7 +427,7 @@ TYPED = {
 )
 def test_the_event_type_shortcut_changes_no_result(events: list[tuple[int, str, int]]) -> None:
     from sparkcep.cep import compile_matcher
-    from sparkcep.cep.nfa import Result
+    from sparkcep.cep.partials import Result
 
     def matches(type_field: str | None) -> list[Result]:
         matcher = compile_matcher(TYPED, type_field)

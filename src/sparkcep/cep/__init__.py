@@ -12,7 +12,8 @@ from typing import Any
 
 from sparkcep.cep.automaton import Automaton
 from sparkcep.cep.compiler import compile_automaton
-from sparkcep.cep.nfa import Matcher, Result
+from sparkcep.cep.nfa import Matcher
+from sparkcep.cep.partials import Result
 from sparkcep.cep.pattern_error import PatternError
 from sparkcep.cep.pattern_json import parse_pattern
 from sparkcep.cep.spec import PatternSpec

@@ -3,8 +3,8 @@
 State per key is plain data (it pickles into the engine's bucket blob):
 ``(partials, completed, next_seq)`` where a partial match is ``(state index, start time, start seq, stage name,
 *event, stage name, *event, ...)`` with the events matched so far, each event ``(seq, time, id, fields, origin)``
-laid out in the tuple (:data:`_STRIDE` items per event with its stage). ``seq`` numbers events in matching order,
-so comparing seqs compares (time, id). The start partial match (no events yet) has start ``(_NEVER, _NEVER)`` and
+laid out in the tuple (:data:`STRIDE` items per event with its stage). ``seq`` numbers events in matching order,
+so comparing seqs compares (time, id). The start partial match (no events yet) has start ``(NEVER, NEVER)`` and
 is always present. The events are flat in the partial match rather than a tuple of ``(stage, event)`` pairs (the
 :data:`Path` that conditions and results read, see :func:`path_of`) because a key's state is pickled and walked
 by the cyclic collector every micro-batch: a partial match of one event is one container instead of four.
@@ -18,220 +18,32 @@ text with a number); the caller decides what a failing pattern means.
 With ``max_partial_matches`` a key keeps at most that many partial matches: beyond it the oldest (earliest start)
 are dropped and returned as results of kind "dropped", so the loss is reported, never silent.
 
-Speed: most conditions start with a test of the event type, so for one event type most edges are known to hold or
-not before anything is evaluated. The matcher keeps, per event type seen, a :class:`_Plan`: the automaton with
-those edges decided (see :class:`sparkcep.cep.shapes.Shape`), and per state what an event of that type does when
-no condition is left to evaluate. A partial match that can only ignore the event stays as it is, without a
-scope, a test or a new tuple. Conditions that do not read the partial match are evaluated at most once per event,
-on the event's fields (compiled to read the mapping, :attr:`sparkcep.cep.shapes.Shape.record`), and a
-:class:`Scope` of the partial match is built only where a test may read it (:attr:`_Plan.scoped`).
-Tests run in the order they always did, and a test is only skipped when its value cannot depend on anything but
-the event type, so results and errors are those of evaluating every edge.
+Speed: the matcher keeps a plan per event type (sparkcep.cep.plan).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
-from sparkcep.cep.automaton import FINAL, IGNORE, NORMAL, PENDING, PROCEED, STOP, TAKE, Automaton
-from sparkcep.cep.conditions import Event, Path, Scope
-from sparkcep.cep.shapes import Literal, Test
+from sparkcep.cep.automaton import FINAL, NORMAL, PENDING, PROCEED, STOP, TAKE, Automaton
+from sparkcep.cep.conditions import Event, Scope
+from sparkcep.cep.partials import NEVER, STRIDE, Found, NfaState, Partial, Result, path_of
+from sparkcep.cep.plan import (
+    DYNAMIC,
+    PLAN_IGNORE,
+    PLAN_PROCEED,
+    PLAN_TAKE,
+    Memo,
+    Plan,
+    PlanEdge,
+    Taken,
+    holds_all,
+    tested,
+)
+from sparkcep.cep.skips import emit
 
-_NEVER = 1 << 62
-# A partial match: (state index, start time, start seq, stage, event, stage, event, ...), the matched events
-# with their stages flat in the tuple (see the module docstring; :func:`path_of` gives them as a Path).
-Partial = tuple[Any, ...]
-_STRIDE: Final = 6  # an event's items in a partial match: its stage, seq, time, id, fields and origin
-Found = tuple[Partial, int]  # a match and the time it was found
-# Completed matches waiting for earlier partial matches (a skip strategy): a tuple, () when there are none (no
-# container of its own to pickle and collect); states saved by earlier versions hold a list.
-# Partial matches: a list, or a tuple when read from a caller's state (the matcher builds new lists, never
-# changing the one it is given).
-NfaState = tuple[Sequence[Partial], Sequence[Found], int]
-
-# Edge actions inside plans, as small ints (compared once per edge tested, where comparing strings costs more).
-_PROCEED: Final = 0
-_TAKE: Final = 1
-_IGNORE: Final = 2
-_ACTIONS: Final = {PROCEED: _PROCEED, TAKE: _TAKE, IGNORE: _IGNORE}
-# A plan's final-after entry when conditions must be evaluated to know it.
-_DYNAMIC: Final = -1
 # Event types with a plan of their own, at most (beyond, events use the plan that decides nothing in advance).
 _MAX_PLANS: Final = 256
-_UNSET: Final = object()
-
-# An edge in a plan: (the tests that must all hold, evaluated in order until one fails, none when it always holds
-# for the events the plan is for; action; target; source stage). See Shape.literals.
-PlanEdge = tuple[tuple[Literal, ...], int, int, str]
-Taken = tuple[tuple[str, int, int], ...]  # (source stage, _TAKE or _IGNORE, target) in traversal order
-Memo = dict[Callable[[Any], bool], bool]
-
-
-class _Plan:
-    """The automaton for events of one type (or of any type, deciding only what needs no type).
-
-    ``edges`` per state: the edges that may hold, each with what is left to test of its condition (those that
-    cannot hold are left out). ``taken`` per state: what such an event takes or ignores from there, when nothing is
-    left to test on the way (None: tests decide). ``keeps``: the event is only ignored there, so a partial match
-    waiting there stays as it is; ``quiet``: nothing at all happens there; ``takes``: whether such an event is
-    taken from there (None: tests decide). ``finals`` per state:
-    :meth:`Matcher._final_after` when nothing is left to test (:data:`_DYNAMIC`: tests decide). ``scoped`` per
-    state: whether matching such an event from there may evaluate a test that reads the partial match (only
-    then is a :class:`Scope` built; the other tests read the event's fields). ``gate``: when whether such an
-    event begins a match is one test of its fields, that test and whether it is negated (None: otherwise).
-    """
-
-    __slots__ = ("edges", "finals", "gate", "keeps", "quiet", "scoped", "taken", "takes")
-
-    def __init__(self, automaton: Automaton, event_type: str | None) -> None:
-        edges: list[tuple[PlanEdge, ...]] = []
-        for state in automaton.states:
-            planned: list[PlanEdge] = []
-            for edge in state.edges:
-                if edge.shape is None:
-                    checks: tuple[Literal, ...] | None = ((edge.condition.test, False, False),)
-                else:
-                    checks = edge.shape.literals(event_type)
-                if checks is not None:  # None: it never holds for this type, and nothing that could fail is skipped
-                    planned.append((checks, _ACTIONS[edge.action], edge.target.index, state.stage))
-            edges.append(tuple(planned))
-        self.edges = tuple(edges)
-        self.taken = tuple(self._static_taken(index) for index in range(len(edges)))
-        self.keeps = tuple(
-            taken is not None and len(taken) == 1 and taken[0][1:] == (_IGNORE, index)
-            for index, taken in enumerate(self.taken)
-        )
-        self.quiet = tuple(taken == () for taken in self.taken)
-        self.takes = tuple(None if taken is None else any(t[1] == _TAKE for t in taken) for taken in self.taken)
-        kinds = [state.kind for state in automaton.states]
-        self.finals = tuple(self._static_final(index, kinds) for index in range(len(edges)))
-        self.scoped = tuple(self._reads_match(index) for index in range(len(edges)))
-        self.gate: tuple[Callable[[Any], bool], bool] | None = None
-        first = automaton.states[automaton.start]
-        if self.takes[automaton.start] is None and not any(edge.action == PROCEED for edge in first.edges):
-            takes = [checks for checks, action, *_ in self.edges[automaton.start] if action == _TAKE]
-            if len(takes) == 1 and len(takes[0]) == 1 and takes[0][0][2]:  # one test, of the event alone
-                test, negated, _pure = takes[0][0]
-                self.gate = (test, negated)
-
-    def _proceeds(self, index: int) -> set[int]:
-        """``index`` and every state reachable from it by PROCEED edges (whatever their tests)."""
-        seen = {index}
-        pending = [index]
-        while pending:
-            for _checks, action, target, _stage in self.edges[pending.pop()]:
-                if action == _PROCEED and target not in seen:
-                    seen.add(target)
-                    pending.append(target)
-        return seen
-
-    def _reads_match(self, index: int) -> bool:
-        """Whether :meth:`Matcher._step` from ``index`` may test something that reads the partial match: in
-        :meth:`Matcher._walk` (the PROCEED closure of ``index``) or :meth:`Matcher._final_after` (the PROCEED
-        closure of what a TAKE edge reaches). A superset of what is tested, which is enough."""
-        walked = self._proceeds(index)
-        after: set[int] = set()
-        for current in walked:
-            for _checks, action, target, _stage in self.edges[current]:
-                if action == _TAKE:
-                    after |= self._proceeds(target)
-        tested = [checks for state in walked for checks, *_ in self.edges[state]]
-        tested += [checks for state in after for checks, action, *_ in self.edges[state] if action == _PROCEED]
-        return any(not pure for checks in tested for _test, _negated, pure in checks)
-
-    def _static_taken(self, index: int) -> Taken | None:
-        """:meth:`Matcher._walk` from ``index`` when it tests nothing (None: it would)."""
-        taken: list[tuple[str, int, int]] = []
-        pending = [index]
-        while pending:
-            current = pending.pop()
-            for checks, action, target, stage in self.edges[current]:
-                if checks:
-                    return None
-                if action == _PROCEED:
-                    pending.append(target)
-                else:
-                    taken.append((stage, action, target))
-        return tuple(taken)
-
-    def _static_final(self, index: int, kinds: list[str]) -> int | None:
-        """:meth:`Matcher._final_after` from ``index`` when it tests nothing (:data:`_DYNAMIC`: it would)."""
-        pending = [index]
-        while pending:
-            current = pending.pop()
-            for checks, action, target, _stage in self.edges[current]:
-                if action == _PROCEED:
-                    if checks:
-                        return _DYNAMIC
-                    if kinds[target] == FINAL:
-                        return target
-                    pending.append(target)
-        return None
-
-
-def _tested(test: Test, scope: Scope, memo: Memo) -> bool:
-    """``test(scope)``, evaluated once per ``memo``."""
-    holds = memo.get(test, _UNSET)
-    if holds is _UNSET:
-        holds = memo[test] = test(scope)
-    return bool(holds)
-
-
-def _holds(checks: tuple[Literal, ...], fields: dict[str, Any], scope: Scope | None, memo: Memo, own: Memo) -> bool:
-    """Whether every test holds, in order until one fails. A test that reads only the event takes its ``fields`` and
-    its result is kept for the event in ``memo``; any other takes ``scope`` (the event and the partial match) and
-    its result is kept for the partial match in ``own`` (a condition and its negation test it once)."""
-    for test, negated, pure in checks:
-        if pure:
-            holds = memo.get(test, _UNSET)
-            if holds is _UNSET:
-                holds = memo[test] = test(fields)
-        else:
-            holds = own.get(test, _UNSET)
-            if holds is _UNSET:
-                holds = own[test] = test(scope)
-        if (not holds) is not negated:  # it fails: false, or true and negated
-            return False
-    return True
-
-
-@dataclass(frozen=True)
-class Result:
-    """A match (``timed_out`` False) or a timed-out partial match, found at ``time``."""
-
-    timed_out: bool
-    time: int
-    path: Path
-    dropped: bool = False  # pushed out by the pattern's max_partial_matches
-    within: int | None = None  # for a timeout: the window that ran out
-
-    @property
-    def kind(self) -> str:
-        return "timeout" if self.timed_out else "dropped" if self.dropped else "match"
-
-    def stages(self) -> dict[str, list[str]]:
-        grouped: dict[str, list[str]] = {}
-        for stage, event in self.path:
-            grouped.setdefault(stage, []).append(event[2])
-        return grouped
-
-
-def path_of(partial: Partial) -> Path:
-    """The events of a partial match with their stages, in order."""
-    if len(partial) == 3 + _STRIDE:  # the usual length: one event
-        return ((partial[3], partial[4:]),)
-    return tuple([(partial[at], partial[at + 1 : at + _STRIDE]) for at in range(3, len(partial), _STRIDE)])
-
-
-def _seqs(partial: Partial) -> tuple[int, ...]:
-    """The seqs of a partial match's events, in order."""
-    return partial[4::_STRIDE]
-
-
-def _order(partial: Partial) -> tuple[int, int, tuple[int, ...]]:
-    return partial[1], partial[2], _seqs(partial)
 
 
 class Matcher:
@@ -249,7 +61,7 @@ class Matcher:
             windows.get(state.stage) if state.kind in (NORMAL, PENDING) else None for state in automaton.states
         )
         self._stage_windows = any(window is not None for window in self._windows)
-        self.start: Partial = (automaton.start, _NEVER, _NEVER)
+        self.start: Partial = (automaton.start, NEVER, NEVER)
         first = automaton.states[automaton.start]
         self._start_takes = [edge.condition for edge in first.edges if edge.action == TAKE]
         self._start_proceeds = any(edge.action == PROCEED for edge in first.edges)
@@ -259,8 +71,8 @@ class Matcher:
         # Whether timed-out partial matches become results (a caller that reports none sets it False: most pattern
         # processors have no timeout output, and most partial matches time out).
         self.reports_timeouts = True
-        self._generic = _Plan(automaton, None)  # for events whose type is not a text (or with no type field)
-        self._plans: dict[str, _Plan] = {}  # by event type, made when the first event of that type comes
+        self._generic = Plan(automaton, None)  # for events whose type is not a text (or with no type field)
+        self._plans: dict[str, Plan] = {}  # by event type, made when the first event of that type comes
 
     @property
     def start_types(self) -> frozenset[str] | None:
@@ -280,12 +92,12 @@ class Matcher:
     @staticmethod
     def is_idle(state: NfaState) -> bool:
         """Nothing but the start of a match is left: nothing to keep for this key."""
-        return not state[1] and all(partial[2] == _NEVER for partial in state[0])
+        return not state[1] and all(partial[2] == NEVER for partial in state[0])
 
     @staticmethod
     def without_start(state: NfaState) -> NfaState:
         """The same partial matches, but no new match can start (a replaced version finishing its matches)."""
-        return [p for p in state[0] if p[2] != _NEVER], state[1], state[2]
+        return [p for p in state[0] if p[2] != NEVER], state[1], state[2]
 
     def _deadline(self, partial: Partial) -> tuple[int, int] | None:
         """When a partial match runs out of time, and the window that runs out (None: never)."""
@@ -294,7 +106,7 @@ class Matcher:
             due = (partial[1] + self.within, self.within)
         window = self._windows[partial[0]]
         if window is not None and len(partial) > 3:  # from its last event
-            own = (partial[-_STRIDE + 2] + window, window)
+            own = (partial[-STRIDE + 2] + window, window)
             if due is None or own[0] < due[0]:
                 due = own
         return due
@@ -302,14 +114,14 @@ class Matcher:
     def idle_and_timeout(self, state: NfaState) -> tuple[bool, int | None]:
         """:meth:`is_idle` and :meth:`next_timeout` in one pass over the partial matches."""
         if self._stage_windows:
-            started = [p for p in state[0] if p[2] != _NEVER]
+            started = [p for p in state[0] if p[2] != NEVER]
             dues = [due[0] for due in map(self._deadline, started) if due is not None]
             return not started and not state[1], min(dues, default=None)
         # Partial matches are in start order, the start partial match (no start time) last: the first one started
         # earliest (see process; tests/cep/test_pattern_plans.py checks the order).
         partials = state[0]
-        earliest: int = partials[0][1] if partials else _NEVER
-        if earliest == _NEVER:
+        earliest: int = partials[0][1] if partials else NEVER
+        if earliest == NEVER:
             return not state[1], None
         # A completed match waiting for an earlier partial match needs no wake-up of its own: it is released
         # when that partial match completes or times out.
@@ -336,7 +148,7 @@ class Matcher:
         kept: list[Partial] = []
         matches: list[Found] = []
         for partial in partials:
-            if partial[1] != _NEVER and partial[1] <= limit:
+            if partial[1] != NEVER and partial[1] <= limit:
                 if self._kinds[partial[0]] == PENDING:
                     # not_followed_by at the end: nothing came within the window
                     matches.append((partial, partial[1] + self.within))
@@ -346,7 +158,7 @@ class Matcher:
                 kept.append(partial)
         if matches or completed:
             waiting = list(completed)
-            self._emit(kept, waiting, matches, out)
+            emit(self.skip, kept, waiting, matches, out)
             completed = tuple(waiting)
         return kept, completed, seq
 
@@ -356,7 +168,7 @@ class Matcher:
         kept: list[Partial] = []
         matches: list[Found] = []
         for partial in partials:
-            due = self._deadline(partial) if partial[2] != _NEVER else None
+            due = self._deadline(partial) if partial[2] != NEVER else None
             if due is None or due[0] > time:
                 kept.append(partial)
             elif self.states[partial[0]].kind == PENDING:
@@ -367,7 +179,7 @@ class Matcher:
             return state
         if matches or completed:
             waiting = list(completed)
-            self._emit(kept, waiting, matches, out)
+            emit(self.skip, kept, waiting, matches, out)
             completed = tuple(waiting)
         return kept, completed, seq
 
@@ -385,7 +197,7 @@ class Matcher:
 
     # -- events
 
-    def _plan(self, fields: dict[str, Any]) -> _Plan:
+    def _plan(self, fields: dict[str, Any]) -> Plan:
         """The plan for this event's type (made at the first event of a type)."""
         try:
             # The common case in one expression, no branches: a type seen before (None is no key, nor is a number).
@@ -394,7 +206,7 @@ class Matcher:
             plan = None
         return self._new_plan(fields) if plan is None else plan
 
-    def _new_plan(self, fields: dict[str, Any]) -> _Plan:
+    def _new_plan(self, fields: dict[str, Any]) -> Plan:
         if self._type_field is None:
             return self._generic
         event_type = fields.get(self._type_field)
@@ -404,14 +216,14 @@ class Matcher:
         if plan is None:
             if len(self._plans) >= _MAX_PLANS:
                 return self._generic
-            plan = self._plans[event_type] = _Plan(self.automaton, event_type)
+            plan = self._plans[event_type] = Plan(self.automaton, event_type)
         return plan
 
     def could_start(self, fields: dict[str, Any]) -> bool:
         """Whether an event would begin a match (when a key has no partial match, nothing else can happen)."""
         return self._could_start(self._plan(fields), fields, {})
 
-    def _could_start(self, plan: _Plan, fields: dict[str, Any], memo: Memo) -> bool:
+    def _could_start(self, plan: Plan, fields: dict[str, Any], memo: Memo) -> bool:
         """:meth:`could_start`, keeping in ``memo`` the result of every test it evaluates (all in one scope)."""
         start = self.automaton.start
         takes = plan.takes[start]
@@ -420,7 +232,7 @@ class Matcher:
         # The start partial match has no events: every test's result holds for it, so ``memo`` keeps them all.
         scope = Scope(fields, ()) if plan.scoped[start] else None
         for checks, action, _target, _stage in plan.edges[start]:
-            if action == _TAKE and (not checks or _holds(checks, fields, scope, memo, memo)):
+            if action == PLAN_TAKE and (not checks or holds_all(checks, fields, scope, memo, memo)):
                 return True
         if not self._start_proceeds:
             return False
@@ -431,9 +243,9 @@ class Matcher:
         while pending:
             current = pending.pop()
             for edge in current.edges:
-                if edge.action == TAKE and _tested(edge.condition.test, scope, memo):
+                if edge.action == TAKE and tested(edge.condition.test, scope, memo):
                     return True
-                if edge.action == PROCEED and _tested(edge.condition.test, scope, memo):
+                if edge.action == PROCEED and tested(edge.condition.test, scope, memo):
                     pending.append(edge.target)
         return False
 
@@ -472,7 +284,7 @@ class Matcher:
         fields: dict[str, Any],
         out: list[Result],
         origin: str | None = None,
-        plan: _Plan | None = None,
+        plan: Plan | None = None,
         memo: Memo | None = None,
         shared: Memo | None = None,
     ) -> NfaState:
@@ -495,7 +307,7 @@ class Matcher:
         matches: list[Found] = []
         for partial in partials:
             index = partial[0]
-            if partial[2] == _NEVER:  # the start partial match
+            if partial[2] == NEVER:  # the start partial match
                 if quiet[index]:
                     kept.append(self.start)  # the event begins nothing
                     continue
@@ -511,7 +323,7 @@ class Matcher:
             kept = self._cap(kept, time, out)
         if matches or completed:
             waiting = list(completed)
-            self._emit(kept, waiting, matches, out)
+            emit(self.skip, kept, waiting, matches, out)
             completed = tuple(waiting)
         return kept, completed, seq + 1
 
@@ -519,7 +331,7 @@ class Matcher:
         self,
         partial: Partial,
         event: Event,
-        plan: _Plan,
+        plan: Plan,
         memo: Memo,
         shared: Memo | None,
         kept: list[Partial],
@@ -528,7 +340,7 @@ class Matcher:
         """What one partial match reaches with ``event``: matches into ``matches``, the rest into ``kept`` (none
         when it reaches a STOP state)."""
         index = partial[0]
-        is_start = partial[2] == _NEVER
+        is_start = partial[2] == NEVER
         fields = event[3]
         # The partial match in a scope, and the results of the tests that read it, only when such a test may run.
         scope: Scope | None = None
@@ -543,7 +355,7 @@ class Matcher:
         stopped = False
         retained: list[Partial] = []
         for stage, action, target in taken:
-            if action == _IGNORE:
+            if action == PLAN_IGNORE:
                 if is_start:
                     continue
                 reached = (target, *partial[1:])  # the same start and events, in another state
@@ -558,10 +370,10 @@ class Matcher:
                 stopped = True
             else:
                 retained.append(reached)
-            if action == _IGNORE:
+            if action == PLAN_IGNORE:
                 continue
             final = finals[target]
-            if final == _DYNAMIC:
+            if final == DYNAMIC:
                 final = self._final_after(plan.edges, target, fields, scope, memo, own)
             if final is not None:
                 matches.append(((final, *reached[1:]), time))
@@ -573,13 +385,13 @@ class Matcher:
     def _cap(self, kept: list[Partial], time: int, out: list[Result]) -> list[Partial]:
         """Drop the oldest partial matches beyond the cap (``kept`` is in start order), reporting each."""
         assert self.cap is not None
-        excess = sum(1 for p in kept if p[2] != _NEVER) - self.cap
+        excess = sum(1 for p in kept if p[2] != NEVER) - self.cap
         if excess <= 0:
             return kept
         # By position: a partial match that ignored the event is the same object as before, maybe twice.
         remaining: list[Partial] = []
         for partial in kept:
-            if excess > 0 and partial[2] != _NEVER:
+            if excess > 0 and partial[2] != NEVER:
                 excess -= 1
                 out.append(Result(False, time, path_of(partial), dropped=True))
             else:
@@ -601,9 +413,9 @@ class Matcher:
         while pending:
             current = pending.pop()
             for checks, action, target, stage in edges[current]:
-                if checks and not _holds(checks, fields, scope, memo, own):
+                if checks and not holds_all(checks, fields, scope, memo, own):
                     continue
-                if action == _PROCEED:
+                if action == PLAN_PROCEED:
                     pending.append(target)
                 else:
                     taken.append((stage, action, target))
@@ -624,7 +436,7 @@ class Matcher:
         while pending:
             current = pending.pop()
             for checks, action, target, _stage in edges[current]:
-                if action != _PROCEED or (checks and not _holds(checks, fields, scope, memo, own)):
+                if action != PLAN_PROCEED or (checks and not holds_all(checks, fields, scope, memo, own)):
                     continue
                 if kinds[target] == FINAL:
                     return target
@@ -632,47 +444,3 @@ class Matcher:
         return None
 
     # -- after-match skip
-
-    def _emit(self, partials: list[Partial], completed: list[Found], matches: list[Found], out: list[Result]) -> None:
-        if len(matches) > 1:  # (most often there is one)
-            matches.sort(key=lambda found: _order(found[0]))
-        if self.skip.strategy == "NO_SKIP":
-            out.extend(Result(False, at, path_of(match)) for match, at in matches)
-            return
-        # With a skip strategy, a match waits until no partial match that started earlier is alive (a
-        # longer match from an earlier start comes first), then prunes what its strategy skips.
-        completed.extend(matches)
-        if len(completed) > 1:
-            completed.sort(key=lambda found: _order(found[0]))
-        while completed:
-            # Partial matches are in start order, the start partial match last: the first one started earliest.
-            earliest = partials[0] if partials and partials[0][2] != _NEVER else None
-            match, at = completed[0]
-            if earliest is not None and (match[1], match[2]) > (earliest[1], earliest[2]):
-                break
-            completed.pop(0)
-            bound = self._pruning_seq(match)
-            if bound is not None:
-                inclusive = self.skip.strategy in ("SKIP_TO_NEXT", "SKIP_PAST_LAST_EVENT")
-                partials[:] = [p for p in partials if not _pruned(p, bound, inclusive)]
-                completed[:] = [f for f in completed if not _pruned(f[0], bound, inclusive)]
-            out.append(Result(False, at, path_of(match)))
-
-    def _pruning_seq(self, match: Partial) -> int | None:
-        seqs = _seqs(match)
-        strategy = self.skip.strategy
-        if strategy == "SKIP_TO_NEXT":
-            return min(seqs)
-        if strategy == "SKIP_PAST_LAST_EVENT":
-            return max(seqs)
-        in_stage = [event[0] for stage, event in path_of(match) if stage == self.skip.stage]
-        if not in_stage:
-            return None
-        return min(in_stage) if strategy == "SKIP_TO_FIRST" else max(in_stage)
-
-
-def _pruned(partial: Partial, bound: int, inclusive: bool) -> bool:
-    start: int = partial[2]
-    if start == _NEVER:
-        return False
-    return start <= bound if inclusive else start < bound

@@ -1,7 +1,7 @@
 """Pattern processors in the engine: all versions of one processor id, one automaton per version.
 
 State per key: ``(timer, version index, completed matches, next seq, finishing, key, last time, last id, partial
-match, partial match, ...)``: the matcher's state (:data:`sparkcep.cep.nfa.NfaState`; next seq None when there is
+match, partial match, ...)``: the matcher's state (:data:`sparkcep.cep.partials.NfaState`; next seq None when there is
 none) laid out flat in one tuple, and the key's values (the value itself for one key field, else their tuple).
 A key's state is pickled into its bucket's pages and walked by the cyclic collector every batch, so every
 container in it costs on each batch: the flat layout holds 5 fewer than the nested one of earlier versions
@@ -27,7 +27,7 @@ import orjson
 
 from sparkcep.cep import Matcher, Result, compile_matcher
 from sparkcep.cep.conditions import Scope
-from sparkcep.cep.nfa import NfaState
+from sparkcep.cep.partials import NfaState
 from sparkcep.core.logic import SKIP, Record, RuleLogic, State
 from sparkcep.core.ties import order_ties
 from sparkcep.expr import Expression, compile_expression

@@ -13,7 +13,8 @@ from typing import Any
 
 from sparkcep.cep.compiler import compile_automaton
 from sparkcep.cep.conditions import Scope
-from sparkcep.cep.nfa import Matcher, Result
+from sparkcep.cep.nfa import Matcher
+from sparkcep.cep.partials import Result
 from sparkcep.cep.pattern_json import parse_pattern
 from sparkcep.cep.sql.errors import SqlError
 from sparkcep.cep.sql.translate import compile_match_recognize
