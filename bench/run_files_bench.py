@@ -96,7 +96,8 @@ def compare_readers(input_dir: Path, rules_path: Path, rounds: int, warm_up: boo
 
     from sparkcep.io.files import FileSource
     from sparkcep.rules.model import load_rules
-    from sparkcep.spark.runner import Pipeline, RunConfig
+    from sparkcep.spark.run_config import RunConfig
+    from sparkcep.spark.runner import Pipeline
     from sparkcep.spark.session import SparkSettings, get_or_create_session
     from sparkcep.testing import oracle
 

@@ -30,7 +30,8 @@ from sparkcep.io.files import FileSource
 from sparkcep.rules.model import load_rules
 from sparkcep.simulate import generate_orders
 from sparkcep.spark.rescale import rescale
-from sparkcep.spark.runner import Pipeline, RunConfig
+from sparkcep.spark.run_config import RunConfig
+from sparkcep.spark.runner import Pipeline
 from sparkcep.spark.session import SparkSettings, get_or_create_session
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 from sparkcep.io.files import FileSource
 from sparkcep.rules.model import RuleSet
 from sparkcep.runfiles.summary import RunSummary
-from sparkcep.spark.runner import Pipeline, RunConfig
+from sparkcep.spark.run_config import RunConfig
+from sparkcep.spark.runner import Pipeline
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -263,7 +263,7 @@ def test_nothing_imports_the_command_line() -> None:
         ),
         (
             "sparkcep.io.files",
-            "from sparkcep.spark.runner import RunConfig",
+            "from sparkcep.spark.run_config import RunConfig",
             (("sparkcep.io",), ("sparkcep.spark",)),
             "sparkcep.io.files -> sparkcep.spark",
         ),

@@ -28,7 +28,8 @@ from sparkcep.core.program import Program
 from sparkcep.io.files import FileSource
 from sparkcep.rules.model import parse_rules
 from sparkcep.runfiles.outputs import BatchMetrics, key_text, read_metrics
-from sparkcep.spark.runner import Pipeline, RunConfig
+from sparkcep.spark.run_config import RunConfig
+from sparkcep.spark.runner import Pipeline
 from sparkcep.storage import Location
 from sparkcep.store import open_store
 from sparkcep.store.quarantine import QUARANTINE_AUTHOR

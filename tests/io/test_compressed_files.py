@@ -422,7 +422,8 @@ def test_a_directory_of_plain_and_compressed_files_gives_the_oracles_outputs(
     the job's outputs are the oracle's over the decompressed lines, and the cut file is its whole lines and one
     dead letter naming it."""
     from sparkcep.io.files import FileSource
-    from sparkcep.spark.runner import Pipeline, RunConfig
+    from sparkcep.spark.run_config import RunConfig
+    from sparkcep.spark.runner import Pipeline
 
     rules = load_rules(ROOT / "examples" / "orders.rules.json")
     parts = simulated_orders(tmp_path / "in", 4_000, files=6, seed=26)
@@ -455,7 +456,8 @@ def test_a_directory_of_plain_and_compressed_files_gives_the_oracles_outputs(
 def test_one_compressed_file_is_read_in_batches_of_the_cap(spark: SparkSession, tmp_path: Path) -> None:
     from sparkcep.io.files import FileSource
     from sparkcep.runfiles.outputs import read_metrics
-    from sparkcep.spark.runner import Pipeline, RunConfig
+    from sparkcep.spark.run_config import RunConfig
+    from sparkcep.spark.runner import Pipeline
 
     rules = load_rules(ROOT / "examples" / "orders.rules.json")
     (part,) = simulated_orders(tmp_path / "in", 2_000, files=1, seed=7)
@@ -471,7 +473,8 @@ def test_one_compressed_file_is_read_in_batches_of_the_cap(spark: SparkSession, 
 @pytest.mark.spark
 def test_a_streaming_run_picks_up_compressed_files_as_they_arrive(spark: SparkSession, tmp_path: Path) -> None:
     from sparkcep.io.files import FileSource
-    from sparkcep.spark.runner import Pipeline, RunConfig
+    from sparkcep.spark.run_config import RunConfig
+    from sparkcep.spark.runner import Pipeline
 
     from helpers import wait_for
 

@@ -17,7 +17,8 @@ from kafka_topics import consume_all, create_topic, produce
 from sparkcep.rules.model import load_rules
 from sparkcep.runfiles.outputs import canonical, read_all_outputs, read_jsonl_dir, read_metrics, without_origins
 from sparkcep.simulate import generate_devices, generate_orders
-from sparkcep.spark.runner import Pipeline, RunConfig
+from sparkcep.spark.run_config import RunConfig
+from sparkcep.spark.runner import Pipeline
 from sparkcep.testing import oracle
 from sparkcep.testing.compare import assert_matches_oracle
 from sparkcep.timeutil import parse_event_time

@@ -21,7 +21,8 @@ from sparkcep.spark.placement import (
     murmur3_int,
     spark_partition,
 )
-from sparkcep.spark.runner import Pipeline, RunConfig
+from sparkcep.spark.run_config import RunConfig
+from sparkcep.spark.runner import Pipeline
 
 from helpers import COMPLETION_RULE, ruleset
 

@@ -28,7 +28,7 @@ from sparkcep.rules.model import load_rules, parse_rules
 from sparkcep.runfiles.outputs import read_all_outputs
 from sparkcep.simulate import generate_orders
 from sparkcep.spark.jobs import Job, run_job
-from sparkcep.spark.runner import RunConfig
+from sparkcep.spark.run_config import RunConfig
 from sparkcep.testing.compare import assert_matches_oracle
 
 from helpers import DAY, line, parcel, wait_for

@@ -28,7 +28,8 @@ from sparkcep.runfiles.summary import RunSummary
 from sparkcep.simulate import generate_orders
 from sparkcep.spark import runner
 from sparkcep.spark.rescale import RescaleError, check_rescale, rescale
-from sparkcep.spark.runner import Pipeline, RunConfig
+from sparkcep.spark.run_config import RunConfig
+from sparkcep.spark.runner import Pipeline
 from sparkcep.storage import location
 from sparkcep.timeutil import parse_event_time
 

@@ -82,7 +82,7 @@ def test_a_local_checkpoint_is_written_with_renames_and_the_session_keeps_its_ow
 ) -> None:
     """Hadoop's FileContext starts a `readlink` process for every rename on a local disk: a query over a local
     checkpoint starts with the FileSystem-based manager (rename(2)); others, and a user's setting, keep theirs."""
-    from sparkcep.spark.runner import checkpoint_files_for
+    from sparkcep.spark.checkpoint_manager import checkpoint_files_for
     from sparkcep.storage import location
 
     key = "spark.sql.streaming.checkpointFileManagerClass"

@@ -23,7 +23,8 @@ from sparkcep.io.files import FileSource
 from sparkcep.rules.model import RuleSet, load_rules, parse_rules
 from sparkcep.runfiles.outputs import BatchMetrics, canonical, read_all_outputs, read_jsonl_dir, read_metrics
 from sparkcep.simulate import generate_orders
-from sparkcep.spark.runner import Pipeline, RunConfig
+from sparkcep.spark.run_config import RunConfig
+from sparkcep.spark.runner import Pipeline
 from sparkcep.testing.compare import assert_matches_oracle
 from sparkcep.timeutil import parse_event_time
 

@@ -19,7 +19,8 @@ from sparkcep.arrival import ARRIVAL, TimeSettings
 from sparkcep.io.files import FileSource
 from sparkcep.rules.model import parse_rules
 from sparkcep.runfiles.outputs import read_all_outputs, read_jsonl_dir
-from sparkcep.spark.runner import Pipeline, RunConfig
+from sparkcep.spark.run_config import RunConfig
+from sparkcep.spark.runner import Pipeline
 from sparkcep.timeutil import parse_event_time
 
 from helpers import COMPLETION_RULE, wait_for

@@ -16,7 +16,8 @@ from sparkcep.rules.model import RuleSet, load_rules
 from sparkcep.runfiles.outputs import canonical, read_all_outputs
 from sparkcep.runfiles.summary import RunSummary
 from sparkcep.simulate import generate_devices, generate_transactions
-from sparkcep.spark.runner import Pipeline, RunConfig
+from sparkcep.spark.run_config import RunConfig
+from sparkcep.spark.runner import Pipeline
 from sparkcep.testing import oracle
 from sparkcep.testing.compare import assert_matches_oracle
 from sparkcep.timeutil import parse_event_time

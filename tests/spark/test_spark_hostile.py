@@ -19,7 +19,8 @@ import pytest
 from sparkcep.io.files import FileSource
 from sparkcep.runfiles.outputs import canonical, read_all_outputs, read_jsonl_dir
 from sparkcep.runfiles.summary import RunSummary
-from sparkcep.spark.runner import Pipeline, RunConfig
+from sparkcep.spark.run_config import RunConfig
+from sparkcep.spark.runner import Pipeline
 from sparkcep.testing import oracle
 from sparkcep.testing.compare import assert_matches_oracle
 from sparkcep.timeutil import format_iso

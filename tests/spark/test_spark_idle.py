@@ -27,7 +27,8 @@ from sparkcep.io.files import FileSource
 from sparkcep.rules.model import RuleSet
 from sparkcep.runfiles.outputs import read_all_outputs, read_jsonl_dir
 from sparkcep.spark.idle import IdleAdvancer
-from sparkcep.spark.runner import Pipeline, RunConfig
+from sparkcep.spark.run_config import RunConfig
+from sparkcep.spark.runner import Pipeline
 from sparkcep.timeutil import format_iso
 
 from helpers import COMPLETION_RULE, INACTIVITY_RULE, T0, order, parcel, ruleset, track, wait_for

@@ -18,7 +18,8 @@ from sparkcep.rules.model import load_rules
 from sparkcep.runfiles.layout import DEADLETTER_DIR, LATE_DIR
 from sparkcep.runfiles.outputs import read_all_outputs, read_jsonl_dir
 from sparkcep.simulate import generate_orders
-from sparkcep.spark.runner import Pipeline, RunConfig
+from sparkcep.spark.run_config import RunConfig
+from sparkcep.spark.runner import Pipeline
 from sparkcep.testing.compare import assert_matches_oracle
 
 if TYPE_CHECKING:

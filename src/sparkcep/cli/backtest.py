@@ -59,7 +59,7 @@ def backtest(
     from sparkcep.io.files import FileSource
     from sparkcep.rules.model import load_rules
     from sparkcep.spark.jobs import Job
-    from sparkcep.spark.runner import RunConfig
+    from sparkcep.spark.run_config import RunConfig
     from sparkcep.spark.session import SparkSettings
 
     # The throwaway checkpoint is not a place for logs: it is deleted when the backtest ends.

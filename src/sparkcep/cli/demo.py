@@ -58,7 +58,7 @@ def run_demo(
     from sparkcep.io.files import FileSource
     from sparkcep.simulate import generate_devices, generate_orders
     from sparkcep.spark.jobs import Job, run_job
-    from sparkcep.spark.runner import RunConfig
+    from sparkcep.spark.run_config import RunConfig
     from sparkcep.spark.session import get_or_create_session
     from sparkcep.testing import oracle
     from sparkcep.testing.compare import compare_outputs

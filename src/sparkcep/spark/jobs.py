@@ -22,7 +22,8 @@ from sparkcep.runfiles.layout import own_dir, summary_file
 from sparkcep.runfiles.outputs import BatchMetrics
 from sparkcep.runfiles.status import StatusFile, first_line
 from sparkcep.runfiles.summary import RunSummary
-from sparkcep.spark.runner import Pipeline, RunConfig
+from sparkcep.spark.run_config import RunConfig
+from sparkcep.spark.runner import Pipeline
 from sparkcep.spark.session import SparkSettings, get_or_create_session
 from sparkcep.storage import location
 from sparkcep.store import RuleStore

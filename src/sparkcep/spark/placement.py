@@ -61,3 +61,17 @@ def balanced_bucket_keys(buckets: int, partitions: int) -> tuple[int, ...]:
 def identity_bucket_keys(buckets: int) -> tuple[int, ...]:
     """The layout of checkpoints written before balanced placement: the bucket number is the key."""
     return tuple(range(buckets))
+
+
+def bucket_keys_for(stored: dict[str, object], resumed: bool, buckets: int, partitions: int) -> tuple[int, ...]:
+    """The grouping-key value of each bucket: kept from the checkpoint's run record (``stored``), else balanced
+    over the partitions.
+
+    Spark keeps the shuffle partition count of a checkpoint's first run, so the layout chosen then stays right.
+    """
+    kept = stored.get("bucket_keys")
+    if isinstance(kept, list):
+        return tuple(int(key) for key in kept)
+    if resumed:  # written before balanced placement: state is keyed by the bucket numbers
+        return identity_bucket_keys(buckets)
+    return balanced_bucket_keys(buckets, partitions)

@@ -12,27 +12,22 @@ import hashlib
 import json
 import signal
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
-from pathlib import Path
+from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from sparkcep.arrival import time_settings
 from sparkcep.core.control import flush_record, warmup_record
 from sparkcep.core.idle import IdleClock
-from sparkcep.core.pages import DEFAULT_PAGE_KEYS
 from sparkcep.core.program import Program
 from sparkcep.core.routing import CRC32, SPARK_MURMUR3
 from sparkcep.errors import CheckpointMismatch, RunError
-from sparkcep.io.files import SPARK_READER, FileSource
+from sparkcep.io.files import FileSource
 from sparkcep.io.lag import SourceLag
 from sparkcep.io.sink import BatchWriter
 from sparkcep.io.source import Source
 from sparkcep.io.source_position import source_position
 from sparkcep.lag.checkpoint import input_offset, planned_batch
-from sparkcep.lag.live import INTERVAL_S as LAG_INTERVAL_S
 from sparkcep.lag.live import LagTimer, LiveLag, newer_lag, read_live_lag
 from sparkcep.lag.sources import source_record
 from sparkcep.rules.model import RuleSet, rule_keys
@@ -40,89 +35,21 @@ from sparkcep.runfiles import layout
 from sparkcep.runfiles.outputs import BatchMetrics, read_metrics
 from sparkcep.runfiles.summary import RunSummary, summarize
 from sparkcep.spark.batches import BatchCollector
+from sparkcep.spark.checkpoint_manager import checkpoint_files_for
 from sparkcep.spark.idle import IdleAdvancer, known_watermark
-from sparkcep.spark.placement import balanced_bucket_keys, identity_bucket_keys
+from sparkcep.spark.placement import bucket_keys_for
 from sparkcep.spark.query_start import query_start
 from sparkcep.spark.rulefeed import RuleFeed, report_unreadable
+from sparkcep.spark.run_config import RunConfig, checkpoint_source, trigger_ms
 from sparkcep.spark.source_lag import SourceLagPosition
 from sparkcep.storage import Location, location
 from sparkcep.store import RuleStore
 from sparkcep.store.quarantine import quarantine
-from sparkcep.timeutil import DEFAULT_MAX_AHEAD_MS, format_iso, parse_duration, parse_event_time
+from sparkcep.timeutil import format_iso, parse_event_time
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
-
-
-# Spark's default checkpoint file manager goes through Hadoop's FileContext, which on a local file system (without
-# Hadoop's native library, as in pip's pyspark) starts a `readlink` process for every rename it makes: with the
-# `chmod` Hadoop starts for every file it creates, 20-45 processes per micro-batch, each a fork of the JVM. The
-# FileSystem-based manager renames with rename(2), atomic on a local disk, and starts none: a live batch's
-# offset-log and commit-log writes went from 40-46 to 11 ms each, the whole batch from 625 to 456 ms (median of
-# 23 small batches, bench/README.md "Fixed cost of a live batch"). Other file systems (HDFS, S3) keep Spark's
-# choice, whose renames are atomic there; a setting of the user's wins everywhere.
-_CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
-_RENAMING_FILE_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
-
-
-@contextmanager
-def checkpoint_files_for(spark: SparkSession, checkpoint: Location) -> Iterator[None]:
-    """While a query over ``checkpoint`` starts: the checkpoint file manager for its file system (see above).
-
-    A query keeps the settings it started with (Spark copies the session's), so the session gets its own back
-    right after, for the other queries it may run."""
-    mine = spark.conf.get(_CHECKPOINT_FILE_MANAGER, None)
-    if mine or not checkpoint.is_local:
-        yield
-        return
-    spark.conf.set(_CHECKPOINT_FILE_MANAGER, _RENAMING_FILE_MANAGER)
-    try:
-        yield
-    finally:
-        spark.conf.unset(_CHECKPOINT_FILE_MANAGER)
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    source: Source  # the input: sparkcep.io.files.FileSource or sparkcep.io.kafka.source.KafkaSource
-    # The file sink's directory, always written (the summary and the console read it), and the checkpoint: paths
-    # or URIs of any file system Spark and fsspec reach (sparkcep.storage).
-    output_dir: Path | str
-    checkpoint_dir: Path | str
-    # How far the watermark trails the largest time read. None: the time mode's default (5 s on event time, 0 on
-    # arrival time, where another value is refused: see sparkcep.arrival.time_settings).
-    watermark_delay_ms: int | None = None
-    buckets: int = 32
-    trigger_interval: str | None = None  # None: process what is there and stop (bounded run)
-    alert_stores: tuple[str, ...] = ()  # PostgreSQL URLs that get every complex event, upserted by id
-    # More destinations of every batch's outputs, after the files (e.g. sparkcep.io.kafka.writer.KafkaBatchWriter).
-    writers: tuple[BatchWriter, ...] = ()
-    # An event time more than this past its micro-batch's wall clock is a dead letter, not a watermark move
-    # (None: no bound). A day covers clock skew and time zones written as UTC by mistake.
-    max_ahead_ms: int | None = DEFAULT_MAX_AHEAD_MS
-    # Most engine keys on one page of a bucket's state (sparkcep.core.pages): a batch reads and writes the pages
-    # its events and due timers touch. May change between runs of one checkpoint (pages split as they are written).
-    state_page_keys: int = DEFAULT_PAGE_KEYS
-    # Streaming runs: after this much wall-clock time without input, event time moves with the wall clock
-    # (an advance record in the control stream, see sparkcep.core.idle). None: off on event time; on arrival time
-    # two trigger intervals (sparkcep.arrival.default_idle_advance_ms).
-    idle_advance_ms: int | None = None
-    # How often the driver measures the source's lag while the query runs (sparkcep.lag.live), besides after
-    # every batch: the figure moves while a long batch runs or none runs.
-    lag_interval_s: float = LAG_INTERVAL_S
-
-
-def _trigger_ms(config: RunConfig) -> int | None:
-    """A streaming run's trigger interval in ms (``"1000 milliseconds"`` or a duration such as ``"1s"``); None for a
-    bounded run."""
-    interval = config.trigger_interval
-    if interval is None:
-        return None
-    number, _, unit = interval.strip().partition(" ")
-    if unit.strip() == "milliseconds" and number.isdigit():
-        return int(number)
-    return parse_duration(interval)
 
 
 class Pipeline:
@@ -176,7 +103,7 @@ class Pipeline:
             self.program = Program(rules)
         # The delay and idle advance this run takes, for its rules' time mode (refused when they contradict it).
         self.time = time_settings(
-            self.program.time_field, config.watermark_delay_ms, config.idle_advance_ms, _trigger_ms(config),
+            self.program.time_field, config.watermark_delay_ms, config.idle_advance_ms, trigger_ms(config),
             delay_flag="--watermark-delay (pipeline files: watermark_delay)",
         )  # fmt: skip
 
@@ -248,10 +175,11 @@ class Pipeline:
                         f"checkpoint {self.checkpoint} was written with {name}={stored.get(name)!r}, "
                         f"this run has {name}={value!r}; use a new checkpoint directory"
                     )
-        self.bucket_keys = self._bucket_keys(stored, path.exists())
+        partitions = int(self.spark.conf.get("spark.sql.shuffle.partitions") or "200")
+        self.bucket_keys = bucket_keys_for(stored, path.exists(), self.config.buckets, partitions)
         # Checkpoints started while Spark routed lines keep Spark's hash of a key (their state is keyed by it).
         self.bucket_function = str(stored.get("bucket_function", SPARK_MURMUR3 if path.exists() else CRC32))
-        self.source = self._checkpoint_source(stored)
+        self.source = checkpoint_source(self.config, stored, self.checkpoint, self.program.arrival)
         self.control_dir.mkdir()
         rules_hash = hashlib.sha256(self.rules.to_json().encode()).hexdigest()[:16]
         record = {**identity, "bucket_keys": list(self.bucket_keys), "bucket_function": self.bucket_function,
@@ -264,36 +192,6 @@ class Pipeline:
         if self._lag is None:  # kept over a re-plan: its position only moves forward
             self._lag = SourceLagPosition(self.checkpoint, self.source, self.program.time_field)
         path.write_atomically(json.dumps(record, indent=1))
-
-    def _bucket_keys(self, stored: dict[str, Any], resumed: bool) -> tuple[int, ...]:
-        """The grouping-key value of each bucket: kept from the checkpoint, else balanced over the partitions.
-
-        Spark keeps the shuffle partition count of a checkpoint's first run, so the layout chosen then stays right.
-        """
-        if "bucket_keys" in stored:
-            return tuple(int(key) for key in stored["bucket_keys"])
-        if resumed:  # written before balanced placement: state is keyed by the bucket numbers
-            return identity_bucket_keys(self.config.buckets)
-        partitions = int(self.spark.conf.get("spark.sql.shuffle.partitions") or "200")
-        return balanced_bucket_keys(self.config.buckets, partitions)
-
-    def _checkpoint_source(self, stored: dict[str, Any]) -> Source:
-        """The configured source, with files read by the reader the checkpoint was started with.
-
-        Spark refuses to resume a query whose source changed. A checkpoint whose query ran before sparkcep read
-        files itself (no ``file_reader`` recorded) keeps Spark's file source: modification-time order, no
-        alignment. A new checkpoint gets sparkcep's reader.
-        """
-        source = self.config.source
-        if not isinstance(source, FileSource):
-            return source
-        reader = stored.get("file_reader")
-        if reader is None and layout.offsets_dir(self.checkpoint).children("[0-9]*"):
-            reader = SPARK_READER
-        # Aligned reading steps through the event times the lines carry; under arrival time they carry none (their
-        # time is the batch's clock), so files are read one after another, oldest first.
-        aligned = source.aligned and not self.program.arrival
-        return replace(source, reader=reader or source.reader, max_ahead_ms=self.config.max_ahead_ms, aligned=aligned)
 
     # -- running ------------------------------------------------------------------------------------
 
