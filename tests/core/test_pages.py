@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 from sparkcep.core.bucket_state import BucketState
 from sparkcep.core.engine import NO_WATERMARK, Engine
 from sparkcep.core.local import LocalRunner
+from sparkcep.core.page_store import DictPageStore
 from sparkcep.core.pages import (
     HELD_EVENTS,
     ROOT,
     BucketIndex,
-    DictPageStore,
     PagedBucket,
     PageLimits,
     key_hash,

@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterable
 from sparkcep.core.batch_result import BatchResult
 from sparkcep.core.bucket_state import KeyState
 from sparkcep.core.engine import NO_WATERMARK, Engine
-from sparkcep.core.pages import DictPageStore, PageLimits, open_bucket
+from sparkcep.core.page_store import DictPageStore
+from sparkcep.core.pages import PageLimits, open_bucket
 from sparkcep.core.program import Program
 from sparkcep.core.routing import Router
 

@@ -31,7 +31,6 @@ import hashlib
 import pickle
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from sparkcep.core.batch_result import Admitted
 from sparkcep.core.bucket_state import (
@@ -44,6 +43,7 @@ from sparkcep.core.bucket_state import (
     collector_paused,
 )
 from sparkcep.core.engine import Engine
+from sparkcep.core.page_store import PageStore
 
 # The first element of a pickled index; 1-3 are the whole-bucket snapshots of sparkcep.core.bucket_state.
 INDEX_VERSION = 4
@@ -84,40 +84,6 @@ class PageMeta:
     keys: int
     buffered: int
     size: int  # bytes of its serialized value; 0 for an empty page, which has no stored value
-
-
-class PageStore(Protocol):
-    """Where pages live: one value per page id."""
-
-    def read(self, pages: Sequence[int], total: int) -> dict[int, bytes]:
-        """The values of ``pages`` that exist. ``total`` is how many pages the bucket has, so a store that can
-        read all of them more cheaply than one by one may do so (and return the ones asked for)."""
-        ...
-
-    def write(self, page: int, value: bytes) -> None: ...
-
-    def remove(self, page: int) -> None: ...
-
-
-class DictPageStore:
-    """Pages in a dict, counting reads and writes: the local runner's store and the tests'."""
-
-    def __init__(self) -> None:
-        self.values: dict[int, bytes] = {}
-        self.reads = 0
-        self.writes = 0
-
-    def read(self, pages: Sequence[int], total: int) -> dict[int, bytes]:
-        self.reads += len(pages)
-        return {page: self.values[page] for page in pages if page in self.values}
-
-    def write(self, page: int, value: bytes) -> None:
-        self.writes += 1
-        self.values[page] = value
-
-    def remove(self, page: int) -> None:
-        self.writes += 1
-        self.values.pop(page, None)
 
 
 def key_hash(slot: Slot) -> int:
