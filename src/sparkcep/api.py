@@ -35,7 +35,7 @@ from sparkcep.store import RuleStore, open_store
 from sparkcep.timeutil import DEFAULT_MAX_AHEAD_MS, parse_duration
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from sparkcep.core.routing import RoutingSpec
 
@@ -205,7 +205,8 @@ def detect(
         if control_dir is None:
             raise ApiError("control_dir", "a directory for the control stream of a streaming frame", "None")
         return _streaming(events.sparkSession, lines, program, delay_ms, buckets, ahead, str(control_dir), key_fields)
-    return _batch(events, lines, program, delay_ms, buckets, ahead, partitions, key_fields)
+    typed = _is_typed(events, value_column)
+    return _batch(events, lines, program, delay_ms, buckets, ahead, partitions, key_fields, typed)
 
 
 def _batch(
@@ -217,13 +218,21 @@ def _batch(
     ahead: int | None,
     partitions: int | None,
     key_fields: str,
+    typed_columns: bool,
 ) -> Detection:
-    from sparkcep.spark.batch_eval import evaluate_batch
+    from sparkcep.spark.batch_eval import bucket_parts, evaluate_batch
+    from sparkcep.spark.typed_routing import typed_plan
 
     spark = events.sparkSession
     count = partitions or int(spark.conf.get("spark.sql.shuffle.partitions") or "200")
     routing = program.routing(buckets, max_ahead_ms=ahead)
-    frame = evaluate_batch(_with_clock(lines), program, routing, delay_ms, count, key_fields)
+    # Typed columns: Spark routes the rows it can from the columns (sparkcep.spark.typed_routing).
+    typed = None
+    if typed_columns:
+        typed = typed_plan(events, typed_json(events), routing, bucket_parts(routing, count), delay_ms)
+    frame = evaluate_batch(
+        _with_clock(lines) if typed is None else typed, program, routing, delay_ms, count, key_fields
+    )
     return Detection(_typed(frame), program.rules, streaming=False, watermark_delay_ms=delay_ms)
 
 
@@ -264,7 +273,9 @@ def _detect_from_store(
     if not events.isStreaming:
         program = Program(parse_rules(opened.export()))
         delay_ms = _delay(program.rules, watermark_delay)
-        return _batch(events, lines, program, delay_ms, buckets, ahead, partitions, _key_fields(program.rules))
+        key_fields = _key_fields(program.rules)
+        typed = _is_typed(events, value_column)
+        return _batch(events, lines, program, delay_ms, buckets, ahead, partitions, key_fields, typed)
     if control_dir is None:
         raise ApiError("control_dir", "a directory for the control stream of a streaming frame", "None")
     control = location(control_dir)
@@ -379,10 +390,22 @@ def event_lines(events: DataFrame, value_column: str | None) -> DataFrame:
         return events.select(F.col("value"), origin.alias("origin"))
     if len(types) == 1 and next(iter(types.values())) in _TEXT_TYPES:
         return events.select(events[events.columns[0]].alias("value"), F.lit(None).cast("string").alias("origin"))
-    return events.select(
-        F.to_json(F.struct(*[events[name] for name in events.columns]), JSON_OPTIONS).alias("value"),
-        F.lit(None).cast("string").alias("origin"),
-    )
+    return events.select(typed_json(events).alias("value"), F.lit(None).cast("string").alias("origin"))
+
+
+def typed_json(events: DataFrame) -> Column:
+    """A typed frame's row as one JSON object (the line the engine reads)."""
+    from pyspark.sql import functions as F
+
+    return F.to_json(F.struct(*[events[name] for name in events.columns]), JSON_OPTIONS)
+
+
+def _is_typed(events: DataFrame, value_column: str | None) -> bool:
+    """Whether :func:`event_lines` makes JSON of ``events``'s typed columns (not a JSON column taken as it is)."""
+    types = dict(events.dtypes)
+    if value_column is not None or (set(types) >= _KAFKA_COLUMNS and types["value"] in _TEXT_TYPES):
+        return False
+    return not (len(types) == 1 and next(iter(types.values())) in _TEXT_TYPES)
 
 
 def _with_clock(lines: DataFrame) -> DataFrame:
