@@ -158,7 +158,11 @@ def typed_plan(
     part_of = F.array(*[F.lit(part) for part in parts])
 
     def routed(rows: DataFrame) -> DataFrame:
-        exploded = rows.select(value.alias("line"), time.alias("ts"), F.explode(routed_routes).alias("route"))
+        if len(routes) == 1:  # one grouping (the common case): one route per row, without an array to explode
+            route = F.coalesce(routes[0], unrouted[0])
+            exploded = rows.select(value.alias("line"), time.alias("ts"), route.alias("route"))
+        else:
+            exploded = rows.select(value.alias("line"), time.alias("ts"), F.explode(routed_routes).alias("route"))
         return exploded.select(
             F.element_at(part_of, F.col("route.bucket") + 1).alias("part"),
             F.col("route.bucket").alias("bucket"),
