@@ -10,7 +10,10 @@ history at once, unsorted. Instead:
    with its flush record) needs every line, so each Arrow batch also sends its own largest times to every bucket
    as one statistics row per bucket (keyset :data:`STATS`): a bucket has them all when its rows end, and the
    lines are read and decoded once (a separate aggregate broadcast to the rows read them twice: the batch plan
-   was 0.64x the streaming backfill's speed at 1M orders, bench/README.md).
+   was 0.64x the streaming backfill's speed at 1M orders, bench/README.md). A frame of typed columns (a Parquet
+   table) is routed by Spark instead where its columns allow (:mod:`sparkcep.spark.typed_routing`): only the rows
+   it cannot decide reach the Router, and only the rows near the largest time are decoded for where the run ends
+   (:func:`recent_stats`).
 2. ``repartition(n, "part").sortWithinPartitions("bucket", "ts", "keyset", "line")``: every bucket's rows lie
    together in one partition, in event-time order, with a deterministic tie-break. ``part`` is the bucket's
    balanced grouping key (:mod:`sparkcep.spark.placement`): Spark's hash of the bucket numbers 0..31 puts 20 of
