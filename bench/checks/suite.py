@@ -42,6 +42,11 @@ def unknown(workloads: list[str]) -> list[str]:
     return [name for name in workloads if name not in STANDARD and name not in OPTIONAL and not is_live(name)]
 
 
+def reported(workloads: list[str]) -> list[str]:
+    """The workloads of the report: ``api`` shows its command-line runs (``api-cli``) in the row above its own."""
+    return [shown for name in workloads for shown in (("api-cli", "api") if name == "api" else (name,))]
+
+
 def run_all(setup: Setup, plan: Plan) -> list[Run]:
     runs: list[Run] = []
     orders: tuple[data.Data, Reference | None] | None = None
