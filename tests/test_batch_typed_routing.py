@@ -7,13 +7,14 @@ rows as JSON text give the same outputs and dead letters with the same reasons.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from sparkcep.api import _with_clock, detect, event_lines, typed_json
+from sparkcep.api import detect
+from sparkcep.api_input import event_lines, typed_json, with_clock
 from sparkcep.core.program import Program
 from sparkcep.rules.model import load_rules
 from sparkcep.spark.batch_eval import ROUTED_DDL, STATS, bucket_parts, route_rows
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 RULES = load_rules(Path(__file__).resolve().parents[1] / "examples" / "patterns.rules.json")  # two groupings
 SCHEMA = "event_type string, event_id string, occurred_at timestamp, card_id string, user_id bigint, amount double"
-T0 = datetime(2024, 3, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
 
 
 def typed_rows() -> list[tuple[Any, ...]]:
@@ -42,8 +43,8 @@ def typed_rows() -> list[tuple[Any, ...]]:
         ("PAYMENT", "ünï", T0, "kärtchen-☃", 8, 4.0),
         (None, "untyped", T0, "c", 1, 1.0),
         ("PAYMENT", "untimed", None, "c", 1, 1.0),
-        ("PAYMENT", "early", datetime(1969, 12, 31, 23, 0, tzinfo=timezone.utc), "c", 1, 1.0),
-        ("PAYMENT", "ahead", datetime(2200, 1, 1, tzinfo=timezone.utc), "c", 1, 1.0),
+        ("PAYMENT", "early", datetime(1969, 12, 31, 23, 0, tzinfo=UTC), "c", 1, 1.0),
+        ("PAYMENT", "ahead", datetime(2200, 1, 1, tzinfo=UTC), "c", 1, 1.0),
         ("LOGIN", "nouser", T0, None, None, None),
     ]
     return rows
@@ -61,7 +62,7 @@ def test_spark_routes_each_row_as_the_router_routes_its_json_text(spark: SparkSe
     parts = bucket_parts(routing, 2)
     route = route_rows(program.rules.to_json(), routing.to_json(), orjson.dumps(parts).decode())
 
-    by_router = _with_clock(event_lines(frame, None)).mapInArrow(route, ROUTED_DDL)
+    by_router = with_clock(event_lines(frame, None)).mapInArrow(route, ROUTED_DDL)
     plan = typed_plan(frame, typed_json(frame), routing, parts, 5000)
     assert plan is not None
     by_spark = plan.routed.unionByName(plan.lines.mapInArrow(route, ROUTED_DDL))
