@@ -127,11 +127,11 @@ def main(argv: list[str] | None = None) -> int:
     command = shlex.join(["bench/check", *(sys.argv[1:] if argv is None else argv)])
     load_start = os.getloadavg()
     setup, plan = prepare(args)
-    from checks.suite import run_all
+    from checks.suite import reported, run_all
 
     runs = run_all(setup, plan)
     load_end = os.getloadavg()
-    body = report(runs, plan.workloads, args.repeat)
+    body = report(runs, reported(plan.workloads), args.repeat)
     context = describe(setup, args.reference_code)
     print(f"{command}\n\n{context}\n\n{body}")
     print(f"\nresults: {save(setup.workdir, command, context, (load_start, load_end), runs, body)}")

@@ -61,6 +61,38 @@ def batch_job(table: Path, out: Path) -> None:
     spark.stop()
 
 
+def stream_job(source: Path, work: Path, through: int) -> None:
+    """``--stream-job``: ``detect()`` on a streaming JSON-lines frame of ``source``, its outputs' records written
+    with Spark's text file sink (``work/out``); the input ends in event time at ``through`` (epoch ms), as a
+    bounded ``sparkcep run`` ends, then the query stops. What bench/checks/api.py times against the CLI."""
+    from pyspark.sql.functions import col
+
+    from sparkcep.api import detect
+    from sparkcep.spark.session import SparkSettings, get_or_create_session
+    from sparkcep.timeutil import parse_event_time
+
+    spark = get_or_create_session(SparkSettings(app_name="api-bench-stream"))
+    found = detect(spark.readStream.text(str(source)), str(RULES), control_dir=work / "control")
+    query = (
+        found.outputs.select(col("record").alias("value")).writeStream.format("text")
+        .option("path", str(work / "out")).option("checkpointLocation", str(work / "ck"))
+        .trigger(processingTime="0 seconds").start()
+    )  # fmt: skip
+    try:
+        query.processAllAvailable()
+        found.end_input(through)
+        while not any(
+            (mark := p.get("eventTime", {}).get("watermark")) and parse_event_time(mark) >= through
+            for p in query.recentProgress
+        ):
+            query.processAllAvailable()
+            time.sleep(0.2)
+        query.processAllAvailable()  # the no-data batch that fires the timers at the end
+    finally:
+        query.stop()
+    spark.stop()
+
+
 def read_text_records(directory: Path) -> list[dict[str, Any]]:
     found = []
     for path in sorted(directory.glob("part-*")):
@@ -156,12 +188,17 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=ROOT / "bench" / "out")
     parser.add_argument("--to-parquet", nargs=2, type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--batch-job", nargs=2, type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--stream-job", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.to_parquet:
         to_parquet(*args.to_parquet)
         return
     if args.batch_job:
         batch_job(*args.batch_job)
+        return
+    if args.stream_job:
+        source, work, through = args.stream_job
+        stream_job(Path(source), Path(work), int(through))
         return
     rows = run(args.events, args.files, args.workdir)
     (args.workdir / "api-results.json").write_text(json.dumps(rows, indent=1))

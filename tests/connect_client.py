@@ -51,6 +51,12 @@ def batch(spark: Any, work: Path) -> dict[str, Any]:
     assert dead == sorted(text for text, _ in expected.dead_letters) == ["{broken"]
     made = spark.createDataFrame([(text,) for text in lines], "value string")
     assert records(detect(made, rules, buckets=4).outputs.collect()) == canonical(expected.outputs)
+    # Typed columns: routed by Spark from the columns on the server (sparkcep.spark.typed_routing).
+    from pyspark.sql import functions as F
+
+    read = spark.read.json(str(directory / "part-*"))
+    typed = read.withColumn("occurred_at", F.to_timestamp("occurred_at"))
+    assert records(detect(typed, rules, buckets=4).outputs.collect()) == canonical(expected.outputs)
     return {"outputs": len(expected.outputs), "dead_letters": len(dead), "session": type(spark).__module__}
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from codes import ROOT
 
 from checks import data
+from checks.api import run_api
 from checks.bounded import ORACLE, PURE_ENGINE, Bounded, Reference, run_bounded
 from checks.flink import run_flink
 from checks.kafka import run_kafka
@@ -19,6 +20,7 @@ from checks.stall import Feed
 # The workloads from simulated files, with their rule files and the generator they read.
 SIMULATED = {"orders": "orders", "devices": "devices", "fraud": "transactions"}
 STANDARD = ("orders", "devices", "fraud", "patterns", "live-100k", "live-1m", "kafka", "kafka-live-100k")
+OPTIONAL = ("api",)  # run when named: the API against the command line (checks/api.py) runs the orders input twice
 DEFAULT_EVENTS = {"patterns": 200_000}  # 10 patterns over 1M events take minutes per code
 
 
@@ -37,7 +39,12 @@ class Plan:
 
 def unknown(workloads: list[str]) -> list[str]:
     """The names that are no workload (live workloads take any size: live-5000, live-20k, kafka-live-2m)."""
-    return [name for name in workloads if name not in STANDARD and not is_live(name)]
+    return [name for name in workloads if name not in STANDARD and name not in OPTIONAL and not is_live(name)]
+
+
+def reported(workloads: list[str]) -> list[str]:
+    """The workloads of the report: ``api`` shows its command-line runs (``api-cli``) in the row above its own."""
+    return [shown for name in workloads for shown in (("api-cli", "api") if name == "api" else (name,))]
 
 
 def run_all(setup: Setup, plan: Plan) -> list[Run]:
@@ -54,6 +61,8 @@ def run_all(setup: Setup, plan: Plan) -> list[Run]:
         elif name == "patterns":
             found = data.patterns(setup.workdir, plan.events_of(name))
             done, _ = run_bounded(setup, Bounded(name, found, found.base / "rules.json", PURE_ENGINE))
+        elif name == "api":
+            done = run_api(setup, data.simulated(setup.workdir, "orders", plan.events_of(name)))
         elif name == "kafka":
             done, _ = run_kafka(setup, data.kafka_orders(setup.workdir, plan.events_of(name)), plan.kafka_settle_s)
         elif name.startswith("kafka-live-"):

@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sparkcep.api_input import ApiError, event_lines, is_typed, typed_json, with_clock
 from sparkcep.arrival import ARRIVAL, orders_by_arrival, time_settings
 from sparkcep.cep.builder import Pattern
 from sparkcep.core.control import flush_record
@@ -39,25 +40,12 @@ if TYPE_CHECKING:
 
     from sparkcep.core.routing import RoutingSpec
 
-__all__ = ["DEAD_LETTER", "ERROR", "LATE", "OUTPUT", "Detection", "RulesLike", "StoreLike", "detect"]
+__all__ = ["DEAD_LETTER", "ERROR", "LATE", "OUTPUT", "ApiError", "Detection", "RulesLike", "StoreLike", "detect"]
 
 # What ``rules`` may be: a rule file, a parsed rule set, a rule document, rule dicts, or a builder pattern.
 RulesLike = str | os.PathLike[str] | RuleSet | Mapping[str, Any] | Sequence[Mapping[str, Any]] | Pattern
-# Typed columns become JSON text with times the rules' time grammar reads exactly (sparkcep.timeutil):
-# ISO-8601 in UTC with milliseconds and "Z", whatever the session's time zone.
-_ISO_MS = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
-JSON_OPTIONS = {"timestampFormat": _ISO_MS, "timestampNTZFormat": _ISO_MS, "timeZone": "UTC"}
 # What ``store`` may be: a store spec (``sqlite:rules.db``, ``file:rules.json``, ``postgresql://...``) or a store.
 StoreLike = str | os.PathLike[str] | RuleStore
-_KAFKA_COLUMNS = {"value", "topic", "partition", "offset"}
-_TEXT_TYPES = ("string", "binary")
-
-
-class ApiError(SparkcepError):
-    """A wrong argument of :func:`detect`: names the argument, what was expected and what came."""
-
-    def __init__(self, argument: str, expected: str, got: object) -> None:
-        super().__init__(f"detect(): argument {argument!r}: expected {expected}, got {got}")
 
 
 @dataclass(frozen=True)
@@ -205,7 +193,8 @@ def detect(
         if control_dir is None:
             raise ApiError("control_dir", "a directory for the control stream of a streaming frame", "None")
         return _streaming(events.sparkSession, lines, program, delay_ms, buckets, ahead, str(control_dir), key_fields)
-    return _batch(events, lines, program, delay_ms, buckets, ahead, partitions, key_fields)
+    typed = is_typed(events, value_column)
+    return _batch(events, lines, program, delay_ms, buckets, ahead, partitions, key_fields, typed)
 
 
 def _batch(
@@ -217,13 +206,19 @@ def _batch(
     ahead: int | None,
     partitions: int | None,
     key_fields: str,
+    typed_columns: bool,
 ) -> Detection:
-    from sparkcep.spark.batch_eval import evaluate_batch
+    from sparkcep.spark.batch_eval import bucket_parts, evaluate_batch
+    from sparkcep.spark.typed_routing import typed_plan
 
     spark = events.sparkSession
     count = partitions or int(spark.conf.get("spark.sql.shuffle.partitions") or "200")
     routing = program.routing(buckets, max_ahead_ms=ahead)
-    frame = evaluate_batch(_with_clock(lines), program, routing, delay_ms, count, key_fields)
+    # Typed columns: Spark routes the rows it can from the columns (sparkcep.spark.typed_routing).
+    typed = None
+    if typed_columns:
+        typed = typed_plan(events, typed_json(events), routing, bucket_parts(routing, count), delay_ms)
+    frame = evaluate_batch(with_clock(lines) if typed is None else typed, program, routing, delay_ms, count, key_fields)
     return Detection(_typed(frame), program.rules, streaming=False, watermark_delay_ms=delay_ms)
 
 
@@ -264,7 +259,9 @@ def _detect_from_store(
     if not events.isStreaming:
         program = Program(parse_rules(opened.export()))
         delay_ms = _delay(program.rules, watermark_delay)
-        return _batch(events, lines, program, delay_ms, buckets, ahead, partitions, _key_fields(program.rules))
+        key_fields = _key_fields(program.rules)
+        typed = is_typed(events, value_column)
+        return _batch(events, lines, program, delay_ms, buckets, ahead, partitions, key_fields, typed)
     if control_dir is None:
         raise ApiError("control_dir", "a directory for the control stream of a streaming frame", "None")
     control = location(control_dir)
@@ -353,47 +350,6 @@ def _duration(argument: str, value: str | int) -> int:
         return parse_duration(value)
     except (SparkcepError, ValueError, TypeError):
         raise ApiError(argument, "a duration such as '5s', '10m' or milliseconds as an int", repr(value)) from None
-
-
-# -- input ----------------------------------------------------------------------------------------------------
-
-
-def event_lines(events: DataFrame, value_column: str | None) -> DataFrame:
-    """``events`` as rows of ``value`` (JSON text or bytes) and ``origin`` (JSON text or null).
-
-    A JSON column is taken as it is (its bytes reach the engine as they came, so a line that is not UTF-8 is a dead
-    letter with its reason); typed columns become one JSON object per row."""
-    from pyspark.sql import functions as F
-
-    types = dict(events.dtypes)
-    if value_column is not None:
-        if types.get(value_column) not in _TEXT_TYPES:
-            raise ApiError(
-                "value_column",
-                f"a string or binary column of {sorted(types)}",
-                types.get(value_column, "no such column"),
-            )
-        return events.select(events[value_column].alias("value"), F.lit(None).cast("string").alias("origin"))
-    if set(types) >= _KAFKA_COLUMNS and types["value"] in _TEXT_TYPES:  # Kafka's source: where a record came from
-        origin = F.to_json(F.struct("topic", "partition", "offset"))
-        return events.select(F.col("value"), origin.alias("origin"))
-    if len(types) == 1 and next(iter(types.values())) in _TEXT_TYPES:
-        return events.select(events[events.columns[0]].alias("value"), F.lit(None).cast("string").alias("origin"))
-    return events.select(
-        F.to_json(F.struct(*[events[name] for name in events.columns]), JSON_OPTIONS).alias("value"),
-        F.lit(None).cast("string").alias("origin"),
-    )
-
-
-def _with_clock(lines: DataFrame) -> DataFrame:
-    """Lines with the query's wall clock (for the max-time-ahead bound), as bytes: see sparkcep.io.packed."""
-    from pyspark.sql import functions as F
-
-    return lines.select(
-        F.col("value").cast("binary").alias("value"),
-        F.col("origin"),
-        F.unix_millis(F.current_timestamp()).alias("now_ms"),
-    )
 
 
 def _typed(frame: DataFrame) -> DataFrame:

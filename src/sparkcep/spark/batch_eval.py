@@ -10,7 +10,10 @@ history at once, unsorted. Instead:
    with its flush record) needs every line, so each Arrow batch also sends its own largest times to every bucket
    as one statistics row per bucket (keyset :data:`STATS`): a bucket has them all when its rows end, and the
    lines are read and decoded once (a separate aggregate broadcast to the rows read them twice: the batch plan
-   was 0.64x the streaming backfill's speed at 1M orders, bench/README.md).
+   was 0.64x the streaming backfill's speed at 1M orders, bench/README.md). A frame of typed columns (a Parquet
+   table) is routed by Spark instead where its columns allow (:mod:`sparkcep.spark.typed_routing`): only the rows
+   it cannot decide reach the Router, and only the rows near the largest time are decoded for where the run ends
+   (:func:`recent_stats`).
 2. ``repartition(n, "part").sortWithinPartitions("bucket", "ts", "keyset", "line")``: every bucket's rows lie
    together in one partition, in event-time order, with a deterministic tie-break. ``part`` is the bucket's
    balanced grouping key (:mod:`sparkcep.spark.placement`): Spark's hash of the bucket numbers 0..31 puts 20 of
@@ -35,6 +38,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sparkcep.core.batch_result import BatchResult
 from sparkcep.core.bucket_state import BucketState, collector_paused
@@ -45,6 +49,7 @@ from sparkcep.core.routing import Router, RoutingSpec
 from sparkcep.rules.model import RuleSet
 from sparkcep.spark.detection import DETECTION_DDL, detection_batch
 from sparkcep.spark.placement import balanced_bucket_keys
+from sparkcep.spark.typed_routing import TypedPlan
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -63,17 +68,62 @@ def _program(rules_json: str) -> Program:
     return Program(RuleSet.model_validate_json(rules_json))
 
 
-def _routes(router: Router, batch: pa.RecordBatch) -> Iterator[tuple[int, int, str, int | None, int]]:
-    """``(bucket, keyset, line, time, position)`` of every route of the batch's lines: what
+def _routes(
+    router: Router, values: list[bytes | str], now: int | None
+) -> Iterator[tuple[int, int, str, int | None, int]]:
+    """``(bucket, keyset, line, time, position)`` of every route of ``values``: what
     :meth:`sparkcep.core.routing.Router.route` does, keeping each line's own time (routing keeps a bucket's largest)."""
-    values = batch.column("value").to_pylist()
-    now = batch.column("now_ms")[0].as_py()
     max_ahead = router.spec.max_ahead_ms
     bound = None if now is None or max_ahead is None else now + max_ahead
     for position, raw in enumerate(values):
         line, time, routes = router.read(raw, bound, now)
         for keyset, key in routes:
             yield router.bucket(keyset, key, line), keyset, line, time, position
+
+
+def _largest_accepted(program: Program, times: pa.Array, keysets: pa.Array, lines: pa.Array) -> int | None:
+    """The largest time among routed rows (keyset >= 0) that a rule accepts (the engine decodes the event).
+
+    Decoding costs, so rows are decoded from the latest time down until one is accepted: almost always the first."""
+    routed = pc.and_kleene(pc.greater_equal(keysets, 0), pc.is_valid(times))
+    times, keysets, lines = times.filter(routed), keysets.filter(routed), lines.filter(routed)
+    for index in pc.array_sort_indices(times, order="descending").to_pylist():
+        time = times[index].as_py()
+        if program.decode(lines[index].as_py(), keysets[index].as_py(), time).event is not None:
+            return int(time)
+    return None
+
+
+def _router_rows(router: Router, parts: list[int], batch: pa.RecordBatch, now: int | None) -> pa.RecordBatch:
+    """The rows the Router routes: ``batch``'s ``value`` and ``origin`` columns, read line by line in Python."""
+    origins = batch.column("origin").to_pylist()
+    columns: tuple[list[object], ...] = ([], [], [], [], [], [])
+    part_of, buckets, keysets, lines, line_origins, times = columns
+    for bucket, keyset, line, time, position in _routes(router, batch.column("value").to_pylist(), now):
+        part_of.append(parts[bucket])
+        buckets.append(bucket)
+        keysets.append(keyset)
+        lines.append(line)
+        line_origins.append(origins[position])
+        times.append(time)
+    arrays = [pa.array(c, type=f.type) for c, f in zip(columns, _ROUTED_SCHEMA, strict=True)]
+    return pa.RecordBatch.from_arrays(arrays, schema=_ROUTED_SCHEMA)
+
+
+def _stats_rows(parts: list[int], read: int | None, accepted: int | None) -> pa.RecordBatch:
+    """One statistics row per bucket: the Arrow batch's largest time read and largest accepted."""
+    stats = orjson.dumps([read, accepted]).decode()
+    count = len(parts)
+    arrays = [
+        pa.array(parts, type=pa.int32()), pa.array(range(count), type=pa.int32()),
+        pa.array([STATS] * count, type=pa.int32()), pa.array([stats] * count, type=pa.string()),
+        pa.nulls(count, type=pa.string()), pa.nulls(count, type=pa.int64()),
+    ]  # fmt: skip
+    return pa.RecordBatch.from_arrays(arrays, schema=_ROUTED_SCHEMA)
+
+
+def _largest(*values: int | None) -> int | None:
+    return max((v for v in values if v is not None), default=None)
 
 
 def route_rows(
@@ -89,36 +139,30 @@ def route_rows(
         for batch in batches:
             if not batch.num_rows:
                 continue
-            origins = batch.column("origin").to_pylist()
-            columns: tuple[list[object], ...] = ([], [], [], [], [], [])
-            part_of, buckets, keysets, lines, line_origins, times = columns
-            read: int | None = None
-            candidates: list[tuple[int, int, str]] = []
-            for bucket, keyset, line, time, position in _routes(router, batch):
-                part_of.append(parts[bucket])
-                buckets.append(bucket)
-                keysets.append(keyset)
-                lines.append(line)
-                line_origins.append(origins[position])
-                times.append(time)
-                if time is not None:
-                    read = time if read is None else max(read, time)
-                    if keyset >= 0:
-                        candidates.append((time, keyset, line))
-            # "Accepted" is what the engine accepts (a rule takes the event): decoding costs, so lines are decoded
-            # from the latest time down until one is accepted, which is almost always the first.
-            candidates.sort(reverse=True)
-            accepted = next(
-                (t for t, keyset, line in candidates if program.decode(line, keyset, t).event is not None), None
-            )
-            stats = orjson.dumps([read, accepted]).decode()
-            for bucket, part in enumerate(parts):
-                for column, value in zip(columns, (part, bucket, STATS, stats, None, None), strict=True):
-                    column.append(value)
-            arrays = [pa.array(c, type=f.type) for c, f in zip(columns, _ROUTED_SCHEMA, strict=True)]
-            yield pa.RecordBatch.from_arrays(arrays, schema=_ROUTED_SCHEMA)
+            now = batch.column("now_ms")[0].as_py()
+            routed = _router_rows(router, parts, batch, now)
+            read = pc.max(routed.column("ts")).as_py()
+            accepted = _largest_accepted(program, routed.column("ts"), routed.column("keyset"), routed.column("line"))
+            yield routed
+            yield _stats_rows(parts, read, accepted)
 
     return route
+
+
+def recent_stats(rules_json: str, parts_json: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """``mapInArrow``: routed rows in (the typed plan's ``recent``, sparkcep.spark.typed_routing), only their
+    statistics rows out: what :func:`route_rows` sends for the rows Spark routed."""
+
+    def stats(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        program = _program(rules_json)
+        parts: list[int] = orjson.loads(parts_json)
+        for batch in batches:
+            if batch.num_rows:
+                times, keysets, lines = batch.column("ts"), batch.column("keyset"), batch.column("line")
+                accepted = _largest_accepted(program, times, keysets, lines)
+                yield _stats_rows(parts, pc.max(times).as_py(), accepted)
+
+    return stats
 
 
 class _BucketRun:
@@ -233,12 +277,28 @@ def evaluate_sorted(
     return evaluate
 
 
+def bucket_parts(routing: RoutingSpec, partitions: int) -> list[int]:
+    """Each bucket's ``part``: its balanced grouping key over ``partitions`` (sparkcep.spark.placement)."""
+    return list(balanced_bucket_keys(routing.buckets, partitions))
+
+
 def evaluate_batch(
-    lines: DataFrame, program: Program, routing: RoutingSpec, delay_ms: int, partitions: int, key_fields_json: str
+    lines: DataFrame | TypedPlan,
+    program: Program,
+    routing: RoutingSpec,
+    delay_ms: int,
+    partitions: int,
+    key_fields_json: str,
 ) -> DataFrame:
-    """The batch plan over ``lines`` (``value`` binary, ``origin`` string, ``now_ms`` long): result rows."""
+    """The batch plan over ``lines`` (``value`` binary or text, ``origin`` string, ``now_ms`` long), or over a typed
+    frame's :class:`~sparkcep.spark.typed_routing.TypedPlan` for the same partitions: result rows."""
     rules_json, spec_json = program.rules.to_json(), routing.to_json()
-    parts = orjson.dumps(list(balanced_bucket_keys(routing.buckets, partitions))).decode()
-    routed = lines.mapInArrow(route_rows(rules_json, spec_json, parts), ROUTED_DDL)
+    parts = orjson.dumps(bucket_parts(routing, partitions)).decode()
+    if isinstance(lines, TypedPlan):
+        routed = lines.lines.mapInArrow(route_rows(rules_json, spec_json, parts), ROUTED_DDL)
+        stats = lines.recent.mapInArrow(recent_stats(rules_json, parts), ROUTED_DDL)
+        routed = lines.routed.unionByName(routed).unionByName(stats)
+    else:
+        routed = lines.mapInArrow(route_rows(rules_json, spec_json, parts), ROUTED_DDL)
     ordered = routed.repartition(partitions, "part").sortWithinPartitions("bucket", "ts", "keyset", "line")
     return ordered.mapInArrow(evaluate_sorted(rules_json, delay_ms, key_fields_json), DETECTION_DDL)

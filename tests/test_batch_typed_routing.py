@@ -1,0 +1,89 @@
+"""Typed columns routed by Spark (sparkcep.spark.typed_routing) route every row as the Router routes its JSON text.
+
+The Router (sparkcep.core.routing) is the contract: the rows Spark routes must land in the same bucket, grouping
+and time, and every row Spark cannot decide must reach the Router; detect() on the typed frame and on the same
+rows as JSON text give the same outputs and dead letters with the same reasons.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from sparkcep.api import detect
+from sparkcep.api_input import event_lines, typed_json, with_clock
+from sparkcep.core.program import Program
+from sparkcep.rules.model import load_rules
+from sparkcep.spark.batch_eval import ROUTED_DDL, STATS, bucket_parts, route_rows
+from sparkcep.spark.typed_routing import typed_plan
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+RULES = load_rules(Path(__file__).resolve().parents[1] / "examples" / "patterns.rules.json")  # two groupings
+SCHEMA = "event_type string, event_id string, occurred_at timestamp, card_id string, user_id bigint, amount double"
+T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def typed_rows() -> list[tuple[Any, ...]]:
+    """Rows of every kind routing tells apart: routed by both groupings, by one, unkeyed, untyped, untimed, too
+    early, too far ahead, keys Spark and Python write alike (negative integers, non-ASCII text)."""
+    rows: list[tuple[Any, ...]] = []
+    for i in range(60):
+        at = T0 + timedelta(seconds=7 * i, microseconds=123_456 * (i % 3))
+        rows.append(("PAYMENT", f"p{i}", at, f"card-{i % 7}", 1000 + i % 5, float(i % 11) * 9.5))
+        rows.append(("LOGIN", f"l{i}", at, None, -(i % 4), None))
+        rows.append(("TWO_FACTOR_OK" if i % 2 else "UNKNOWN_TYPE", f"t{i}", at, None, i % 4, None))
+    rows += [
+        ("PAYMENT", "nocard", T0, None, 7, 3.0),  # one grouping cannot key it: routed once, unrouted once
+        ("PAYMENT", "sep", T0, "a\x1fb", 7, 3.0),  # a key with the key separator
+        ("PAYMENT", "ünï", T0, "kärtchen-☃", 8, 4.0),
+        (None, "untyped", T0, "c", 1, 1.0),
+        ("PAYMENT", "untimed", None, "c", 1, 1.0),
+        ("PAYMENT", "early", datetime(1969, 12, 31, 23, 0, tzinfo=UTC), "c", 1, 1.0),
+        ("PAYMENT", "ahead", datetime(2200, 1, 1, tzinfo=UTC), "c", 1, 1.0),
+        ("LOGIN", "nouser", T0, None, None, None),
+    ]
+    return rows
+
+
+def without_stats(frame: DataFrame) -> list[tuple[Any, ...]]:
+    rows = frame.where(frame["keyset"] != STATS).collect()
+    return sorted((tuple(row) for row in rows), key=repr)
+
+
+def test_spark_routes_each_row_as_the_router_routes_its_json_text(spark: SparkSession) -> None:
+    frame = spark.createDataFrame(typed_rows(), SCHEMA)
+    program = Program(RULES)
+    routing = program.routing(8, max_ahead_ms=3_600_000)
+    parts = bucket_parts(routing, 2)
+    route = route_rows(program.rules.to_json(), routing.to_json(), orjson.dumps(parts).decode())
+
+    by_router = with_clock(event_lines(frame, None)).mapInArrow(route, ROUTED_DDL)
+    plan = typed_plan(frame, typed_json(frame), routing, parts, 5000)
+    assert plan is not None
+    by_spark = plan.routed.unionByName(plan.lines.mapInArrow(route, ROUTED_DDL))
+
+    expected = without_stats(by_router)
+    assert without_stats(by_spark) == expected
+    assert plan.routed.count() > 0.9 * len(expected)  # the Router routed only the rows Spark could not decide
+
+
+def test_typed_and_json_text_give_the_same_outputs_and_dead_letters(spark: SparkSession, tmp_path: Path) -> None:
+    frame = spark.createDataFrame(typed_rows(), SCHEMA)
+    frame.write.parquet(str(tmp_path / "typed"))
+    typed = spark.read.parquet(str(tmp_path / "typed"))
+    as_text = typed.select(typed_json(typed).alias("value"))
+    results = []
+    for events in (typed, as_text):
+        found = detect(events, RULES, buckets=8, max_time_ahead="1h").frame
+        rows = found.select("kind", "rule_id", "reason", "record").collect()
+        results.append(sorted((tuple(row) for row in rows), key=repr))
+    assert results[0] == results[1]
+    kinds = {row[0] for row in results[0]}
+    assert {"output", "dead_letter"} <= kinds, kinds
+    reasons = " ".join(str(row[2]) for row in results[0] if row[0] == "dead_letter")
+    assert "max time ahead" in reasons and "'card_id'" in reasons, reasons
