@@ -3,7 +3,7 @@
 pydantic words its errors for Python programmers ("Input should be a valid integer", "Extra inputs are not
 permitted"); a rule author reads "expected a whole number, got '1'". Every error type a rule document can cause
 has its sentence here, and any other type falls back to a neutral one, so pydantic's wording never reaches a
-user (``tests/test_rule_messages.py`` feeds malformed rule files and looks for it).
+user (``tests/rules/test_error_catalogue.py`` feeds malformed rule files and looks for it).
 
 Validators of the rule models say what they expected in their ``ValueError`` ("expected X, got Y") or, when what
 came needs words of its own (an expression's type), raise :func:`refused`, which carries both.

@@ -23,7 +23,7 @@ from sparkcep.spark.typed_routing import typed_plan
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-RULES = load_rules(Path(__file__).resolve().parents[1] / "examples" / "patterns.rules.json")  # two groupings
+RULES = load_rules(Path(__file__).resolve().parents[2] / "examples" / "patterns.rules.json")  # two groupings
 SCHEMA = "event_type string, event_id string, occurred_at timestamp, card_id string, user_id bigint, amount double"
 T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
 
