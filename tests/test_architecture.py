@@ -43,7 +43,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("sparkcep.config", "sparkcep.diagnose", "sparkcep.lag", "sparkcep.simulate"),
     ("sparkcep.prometheus",),  # the metrics exporter over a checkpoint (lag included)
     ("sparkcep.spark",),  # the Spark adapter and the run helper
-    ("sparkcep.api", "sparkcep.testing"),  # the PySpark library API; the reference evaluator
+    ("sparkcep.api", "sparkcep.api_input", "sparkcep.testing"),  # the PySpark library API; the reference evaluator
     ("sparkcep.console",),
     ("sparkcep.cli", "sparkcep.__main__"),  # the command line
 )  # fmt: skip
