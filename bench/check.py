@@ -51,8 +51,9 @@ and processes that lived less than one sample under a parent that ignores SIGCHL
 
 Generating inputs and reading outputs use the baseline's sparkcep (its sources go first on ``sys.path``): a
 half-edited ``src/`` can then fail the current code's runs, which the table shows, but not the check itself,
-and the inputs do not change with the code under test. The reference runs with the baseline's code too unless
-``--reference-code current``.
+and the inputs do not change with the code under test. A baseline from before ``sparkcep.runfiles`` (the home
+the harness reads outputs from) cannot serve the harness; the current code does then. The reference runs with
+the baseline's code too unless ``--reference-code current``.
 
 Writes ``WORKDIR/results/check-<time>.json`` (every run, every figure; a live run's every input, its arrival
 and output and the stall, also in ``inputs.json`` in its run directory) and prints Markdown tables, the issue's
@@ -143,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all(run.ok for run in runs) else 1
 
 
+# A module the harness imports (bench/run_*.py read outputs through it): a baseline without it has the older layout.
+HARNESS_MODULE = Path("sparkcep") / "runfiles" / "outputs.py"
+
+
 def prepare(args: argparse.Namespace) -> tuple[Setup, Plan]:
     """Check the arguments, check out the baseline and choose the sparkcep the harness itself imports."""
     if args.repeat < 1:
@@ -155,8 +160,10 @@ def prepare(args: argparse.Namespace) -> tuple[Setup, Plan]:
     workdir: Path = args.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     tree = baseline_worktree(args.baseline, workdir)
-    # Before anything imports sparkcep: the harness reads and writes with the baseline's (see the docstring).
-    sys.path.insert(0, str(tree / "src"))
+    # Before anything imports sparkcep: the harness reads and writes with the baseline's (see the docstring), unless
+    # the baseline predates the homes this harness imports from, which then only the current code has.
+    harness = tree / "src" if (tree / "src" / HARNESS_MODULE).is_file() else args.current.resolve()
+    sys.path.insert(0, str(harness))
     from checks.live import is_live
     from checks.runs import Setup, say
     from checks.stall import Feed
@@ -175,7 +182,7 @@ def prepare(args: argparse.Namespace) -> tuple[Setup, Plan]:
     feed = Feed(args.live_files, args.interval, args.stall)
     plan = Plan(workloads, args.events, events_for(args.events_for), feed, args.kafka_settle,
                 args.flink_python)  # fmt: skip
-    say(f"baseline {tree.name} ({tree}), current {current.pythonpath}, work directory {workdir}")
+    say(f"baseline {tree.name} ({tree}), current {current.pythonpath}, work directory {workdir}, harness {harness}")
     if args.stall > 0 and any(is_live(name) for name in workloads) and feed.after_stall() == 0:
         enough = next(n for n in itertools.count(args.live_files) if dataclasses.replace(feed, files=n).after_stall())
         say(f"--stall {args.stall:g}: no live input arrives after the stall, the latencies are over the first "

@@ -93,14 +93,24 @@ def oracle_module(code: Code) -> str:
     return "testing" if any((root / "sparkcep" / "testing" / "__main__.py").is_file() for root in roots) else "oracle"
 
 
+def has_runfiles(code: Code) -> bool:
+    """Whether ``code``'s sources have ``sparkcep.runfiles``, where this checkout's bench scripts read outputs."""
+    roots = [Path(entry) for entry in code.pythonpath.split(os.pathsep) if entry]
+    return any((root / "sparkcep" / "runfiles" / "outputs.py").is_file() for root in roots)
+
+
 def reference_run(setup: Setup, workload: Bounded, round_index: int) -> tuple[Run, Reference | None]:
     run = Run(workload.name, workload.reference, round_index, workload.data.lines)
     run_dir = fresh(setup.run_dir(workload.name, workload.reference.replace(" ", "-"), round_index))
     output = run_dir / "reference.jsonl"
     args = ("--rules", str(workload.rules), "--input", str(workload.data.directory), "--output", str(output))
     oracle = oracle_module(setup.reference)
-    cmd = sparkcep(setup.reference, oracle, *args) if workload.reference == ORACLE else pure_engine(*args)
-    measure_run(setup, run, cmd, setup.reference, run_dir)
+    code = setup.reference
+    if workload.reference != ORACLE and not has_runfiles(code):
+        # bench/local_engine.py is this checkout's: it reads through homes a baseline this old does not have.
+        code = setup.current
+    cmd = sparkcep(code, oracle, *args) if workload.reference == ORACLE else pure_engine(*args)
+    measure_run(setup, run, cmd, code, run_dir)
     if not run.ok:
         return run, None
     with output.open(encoding="utf-8") as handle:
