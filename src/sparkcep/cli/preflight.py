@@ -302,21 +302,21 @@ def check_pipeline(config: PipelineConfig, origin: Origin, timeout_ms: int) -> N
     brokers and topics."""
     source = config.source
     output, checkpoint = location(config.sinks.files), location(config.checkpoint)
+    files = source if isinstance(source, FilesSourceConfig) else None  # None: Kafka, no input directory
+    inputs, input_name = (None if files is None else location(files.path)), origin.name("source.path")
     require_directory_or_nothing(output, origin.name("sinks.files"))
     require_directory_or_nothing(checkpoint, origin.name("checkpoint"))
-    if isinstance(source, FilesSourceConfig):
-        place, name = location(source.path), origin.name("source.path")
-        if source.create:
-            require_directory_or_nothing(place, name, _INPUT_FILE_FIX)
+    if files is not None and inputs is not None:
+        if files.create:
+            require_directory_or_nothing(inputs, input_name, _INPUT_FILE_FIX)
         else:
-            require_input_directory(place, name, origin.create_hint)
+            require_input_directory(inputs, input_name, origin.create_hint)
     require_writable(output, origin.name("sinks.files"))
     require_writable(checkpoint, origin.name("checkpoint"))
-    if isinstance(source, FilesSourceConfig):
-        place, name = location(source.path), origin.name("source.path")
-        if not place.exists():
-            require_writable(place, name)
-        require_readable(place, name)
+    if inputs is not None:
+        if not inputs.exists():
+            require_writable(inputs, input_name)
+        require_readable(inputs, input_name)
     check_stores(config.rules.store, config.sinks.postgres, timeout_ms)
     pipeline_file = str(origin.file)
     if isinstance(source, KafkaSourceConfig):
