@@ -76,7 +76,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from codes import ROOT, Code, baseline_worktree, git
+from codes import HARNESS_MODULE, ROOT, Code, baseline_worktree, git
 
 if TYPE_CHECKING:  # imported for real only once the harness's sparkcep is chosen
     from checks.runs import Run, Setup
@@ -144,10 +144,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all(run.ok for run in runs) else 1
 
 
-# A module the harness imports (bench/run_*.py read outputs through it): a baseline without it has the older layout.
-HARNESS_MODULE = Path("sparkcep") / "runfiles" / "outputs.py"
-
-
 def prepare(args: argparse.Namespace) -> tuple[Setup, Plan]:
     """Check the arguments, check out the baseline and choose the sparkcep the harness itself imports."""
     if args.repeat < 1:
@@ -162,7 +158,8 @@ def prepare(args: argparse.Namespace) -> tuple[Setup, Plan]:
     tree = baseline_worktree(args.baseline, workdir)
     # Before anything imports sparkcep: the harness reads and writes with the baseline's (see the docstring), unless
     # the baseline predates the homes this harness imports from, which then only the current code has.
-    harness = tree / "src" if (tree / "src" / HARNESS_MODULE).is_file() else args.current.resolve()
+    baseline = Code(tree.name, str(tree / "src"))
+    harness = tree / "src" if baseline.has(HARNESS_MODULE) else args.current.resolve()
     sys.path.insert(0, str(harness))
     from checks.live import is_live
     from checks.runs import Setup, say
@@ -175,7 +172,6 @@ def prepare(args: argparse.Namespace) -> tuple[Setup, Plan]:
         raise SystemExit(f"--workloads: unknown {', '.join(unknown(workloads))} (known: {known})")
     if args.flink_python is not None and "orders" not in workloads:
         workloads.insert(0, "orders")  # the peer runs over the orders input and is compared with its oracle
-    baseline = Code(tree.name, str(tree / "src"))
     current = Code("current", str(args.current.resolve()))
     reference = baseline if args.reference_code == "baseline" else current
     setup = Setup(workdir, baseline, current, reference, args.repeat, args.timeout)

@@ -23,6 +23,16 @@ class Code:
     pythonpath: str
     options: tuple[str, ...] = ()
 
+    def has(self, module_file: Path) -> bool:
+        """Whether this code's sources hold ``module_file`` (a path such as ``sparkcep/testing/__main__.py``):
+        what a baseline older than this checkout can run of this checkout's scripts."""
+        roots = [Path(entry) for entry in self.pythonpath.split(os.pathsep) if entry]
+        return any((root / module_file).is_file() for root in roots)
+
+
+# Where this checkout's bench scripts read a run's outputs from: a baseline without it has the older layout.
+HARNESS_MODULE = Path("sparkcep") / "runfiles" / "outputs.py"
+
 
 def environment(code: Code) -> dict[str, str]:
     env = dict(os.environ)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from collections import Counter
 from collections.abc import Callable
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from codes import Code
+from codes import HARNESS_MODULE, Code
 
 from checks.data import Data
 from checks.runs import Run, Setup, measure_run, pure_engine, said, say, sparkcep
@@ -89,14 +88,7 @@ def run_bounded(setup: Setup, workload: Bounded) -> tuple[list[Run], Reference |
 def oracle_module(code: Code) -> str:
     """The oracle's command in ``code``'s sources: ``sparkcep.testing``, or ``sparkcep.oracle`` in a baseline from
     before the reference evaluator became the testing package (the reference code is the baseline's by default)."""
-    roots = [Path(entry) for entry in code.pythonpath.split(os.pathsep) if entry]
-    return "testing" if any((root / "sparkcep" / "testing" / "__main__.py").is_file() for root in roots) else "oracle"
-
-
-def has_runfiles(code: Code) -> bool:
-    """Whether ``code``'s sources have ``sparkcep.runfiles``, where this checkout's bench scripts read outputs."""
-    roots = [Path(entry) for entry in code.pythonpath.split(os.pathsep) if entry]
-    return any((root / "sparkcep" / "runfiles" / "outputs.py").is_file() for root in roots)
+    return "testing" if code.has(Path("sparkcep") / "testing" / "__main__.py") else "oracle"
 
 
 def reference_run(setup: Setup, workload: Bounded, round_index: int) -> tuple[Run, Reference | None]:
@@ -106,7 +98,7 @@ def reference_run(setup: Setup, workload: Bounded, round_index: int) -> tuple[Ru
     args = ("--rules", str(workload.rules), "--input", str(workload.data.directory), "--output", str(output))
     oracle = oracle_module(setup.reference)
     code = setup.reference
-    if workload.reference != ORACLE and not has_runfiles(code):
+    if workload.reference != ORACLE and not code.has(HARNESS_MODULE):
         # bench/local_engine.py is this checkout's: it reads through homes a baseline this old does not have.
         code = setup.current
     cmd = sparkcep(code, oracle, *args) if workload.reference == ORACLE else pure_engine(*args)
