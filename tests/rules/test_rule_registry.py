@@ -9,7 +9,6 @@ console's API and page: tests/rules/test_rule_registry_reach.py and tests/consol
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, get_args
 
@@ -29,13 +28,6 @@ from sparkcep.testing.oracle import evaluate
 from sparkcep.timeutil import format_iso
 
 from helpers import INACTIVITY_RULE, T0, line, track
-
-
-@pytest.fixture
-def count_type() -> Iterator[RuleType[Any]]:
-    with registered(COUNT) as rule_type:
-        yield rule_type
-
 
 # -- the toy type, end to end --------------------------------------------------------------------------------
 

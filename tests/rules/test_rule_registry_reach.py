@@ -5,11 +5,9 @@ output, how a change of "every" reads, and its editor form."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from console_client import AGGREGATE, Job, TestClient
 from count_rule_type import COUNT, EVERY_THIRD
 
@@ -18,12 +16,6 @@ from sparkcep.console import create_app
 from sparkcep.console.errors import rule_path
 from sparkcep.rules.registry import BUILT_IN, RuleType, registered
 from sparkcep.store import describe_diff, open_store
-
-
-@pytest.fixture
-def count_type() -> Iterator[RuleType[Any]]:
-    with registered(COUNT) as rule_type:
-        yield rule_type
 
 
 def test_a_pause_resume_and_partial_update_keep_the_count_and_control_rules_reach_it(
