@@ -8,7 +8,7 @@ import pytest
 
 from sparkcep.config import ConfigError, FilesSourceConfig, KafkaSourceConfig, load_config
 from sparkcep.io.files import FileSource
-from sparkcep.spark.jobs import pipeline_source, pipeline_writers
+from sparkcep.spark.jobs import pipeline_source
 
 KAFKA = """
 source:
@@ -63,7 +63,7 @@ def test_a_files_pipeline(tmp_path: Path) -> None:
                                           "sinks: {files: out}\ncheckpoint: ck\n"))  # fmt: skip
     assert isinstance(config.source, FilesSourceConfig) and config.source.path == str(tmp_path / "in")
     assert pipeline_source(config).directory == tmp_path / "in" and config.input_dir == str(tmp_path / "in")
-    assert config.rules.file == tmp_path / "r.json" and pipeline_writers(config) == () and config.trigger == "1s"
+    assert config.rules.file == tmp_path / "r.json" and config.sinks.kafka is None and config.trigger == "1s"
 
 
 def test_files_are_read_aligned_and_capped_unless_the_pipeline_says_otherwise(tmp_path: Path) -> None:

@@ -36,22 +36,36 @@ to the file. Errors name the file, the field, what was expected and what came.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from sparkcep.core.pages import DEFAULT_PAGE_KEYS, MAX_PAGE_KEYS
 from sparkcep.errors import SparkcepError, Verbatim
-from sparkcep.io.alignment import DEFAULT_MAX_BATCH_RECORDS, DEFAULT_STEP_MS, DEFAULT_TARGET_RECORDS
-from sparkcep.io.kafka.client import KafkaError, check_no_inline_secrets
+from sparkcep.io.sections import FilesSourceConfig, KafkaSinkConfig, KafkaSourceConfig, Sinks
+from sparkcep.io.source_kinds import Backfill, SourceConfig, kind_of, source_kind, source_kinds
 from sparkcep.rules.base import DurationMs
 from sparkcep.rules.messages import model_at, problem
-from sparkcep.sizes import parse_size
 from sparkcep.storage import local_path_of, location, scheme_of
 from sparkcep.store import store_spec_relative_to
-from sparkcep.store.pg_url import parse_url
-from sparkcep.store.records import StoreError
 from sparkcep.timeutil import DEFAULT_MAX_AHEAD_MS, positive_duration
+
+# The sections that live with the sources and sinks they describe (sparkcep.io), named here too: a pipeline
+# file's models are all found in this module.
+__all__ = [
+    "Backfill",
+    "ConfigError",
+    "FilesSourceConfig",
+    "KafkaSinkConfig",
+    "KafkaSourceConfig",
+    "PipelineConfig",
+    "Rules",
+    "Sinks",
+    "SourceConfig",
+    "SparkSettingsConfig",
+    "load_config",
+]
 
 
 class ConfigError(SparkcepError):
@@ -62,108 +76,22 @@ class _Strict(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-def _no_inline_secrets(properties: dict[str, str], where: str) -> dict[str, str]:
-    try:
-        check_no_inline_secrets(properties, where)
-    except KafkaError as exc:
-        raise ValueError(str(exc)) from None
-    return properties
-
-
-class Backfill(_Strict):
-    """Event-time-aligned reading (see sparkcep.io.alignment): every file or partition advances to one horizon a
-    batch, ``step`` or more past the earliest waiting event; the step doubles while batches hold fewer than
-    ``target_records`` and halves (not below ``step``) while they hold more than twice as many."""
-
-    aligned: bool = True
-    step_ms: DurationMs = Field(default=DEFAULT_STEP_MS, alias="step")
-    target_records: int = Field(default=DEFAULT_TARGET_RECORDS, ge=1)
-
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
-
-
-def _size(value: object) -> object:
-    return None if value is None else parse_size(value if isinstance(value, int) else str(value), "max_batch_bytes")
-
-
-SizeBytes = Annotated[int, BeforeValidator(_size)]
-
-
-class FilesSourceConfig(_Strict):
-    type: Literal["files"]
-    path: str  # a path (relative to this file) or a URI (sparkcep.storage)
-    # A missing path is refused (a typo would otherwise run on nothing); true: create it and wait for files.
-    create: bool = False
-    # What a micro-batch reads at most (None: no bound): a backlog drains in batches of about this size.
-    max_batch_records: int | None = Field(default=DEFAULT_MAX_BATCH_RECORDS, ge=1)
-    max_batch_bytes: SizeBytes | None = None
-    max_files_per_trigger: int | None = Field(default=None, ge=1)
-    # None: aligned, in bounded and streaming runs alike
-    backfill: Backfill | None = None
-
-
-class KafkaSourceConfig(_Strict):
-    type: Literal["kafka"]
-    bootstrap_servers: str
-    topics: list[str] = Field(min_length=1)
-    starting_offsets: str = "earliest"
-    max_records_per_batch: int | None = Field(default=DEFAULT_MAX_BATCH_RECORDS, ge=1)
-    time_field_fallback: bool = True  # events without the time field take the record timestamp
-    # None: aligned by record timestamps with sparkcep's reader, bounded or streaming (the connector cannot align)
-    backfill: Backfill | None = None
-    properties: dict[str, str] = Field(default_factory=dict)
-    implementation: Literal["python", "spark-connector"] = "python"
-    # After each batch its end offsets are committed to this consumer group, for lag tools only (the checkpoint
-    # stays the truth). None: "sparkcep-" and a hash of the checkpoint path; commit_offsets: false turns it off.
-    consumer_group: str | None = Field(default=None, min_length=1)
-    commit_offsets: bool = True
-
-    _secrets = field_validator("properties")(lambda value: _no_inline_secrets(value, "source.properties"))
-
-
-class KafkaSinkConfig(_Strict):
-    bootstrap_servers: str
-    sink_id: str | None = None  # default: derived from the checkpoint path
-    topic_prefix: str = ""
-    topics: dict[str, str] = Field(default_factory=dict)
-    include: list[str] = Field(default_factory=list)
-    marker_topic: str = "sparkcep-sink-commits"
-    properties: dict[str, str] = Field(default_factory=dict)
-    # Topics the sink creates when missing (existing ones are left as they are); replication -1: the broker's
-    # default.replication.factor
-    partitions: int = Field(default=1, ge=1)
-    replication_factor: int = Field(default=-1, ge=-1)
-
-    _secrets = field_validator("properties")(lambda value: _no_inline_secrets(value, "sinks.kafka.properties"))
-
-    @field_validator("replication_factor")
-    @classmethod
-    def _replication(cls, value: int) -> int:
-        if value == 0:
-            raise ValueError("expected a replication factor of 1 or more, or -1 for the broker's default")
+def _source(value: object) -> object:
+    """A source section validated by the model of the kind its ``type`` names (sparkcep.io.source_kinds): the
+    table decides which types there are, so a kind added there is a type of the file too."""
+    if not isinstance(value, dict):
         return value
-
-
-class Sinks(_Strict):
-    files: str  # a path (relative to this file) or a URI
-    kafka: KafkaSinkConfig | None = None
-    postgres: list[str] = Field(default_factory=list)
-
-    @field_validator("postgres")
-    @classmethod
-    def _no_passwords(cls, value: list[str]) -> list[str]:
-        from urllib.parse import urlsplit
-
-        for url in value:
-            if not url.startswith(("postgresql://", "postgres://")):
-                raise ValueError(f"expected 'postgresql://user@host:port/db', got {url!r}")
-            if urlsplit(url).password is not None:
-                raise ValueError("a URL without password (it comes from PGPASSWORD or ~/.pgpass)")
-            try:
-                parse_url(url, "alert store")  # ?schema=NAME: the PostgreSQL schema of sparkcep's tables
-            except StoreError as exc:
-                raise ValueError(str(exc)) from None
-        return value
+    if "type" not in value:
+        raise PydanticCustomError("union_tag_not_found", "Unable to extract tag using discriminator 'type'")
+    kind = source_kind(value["type"]) if isinstance(value["type"], str) else None
+    if kind is None:
+        tags = ", ".join(repr(name) for name in source_kinds())
+        raise PydanticCustomError(
+            "union_tag_invalid",
+            "Input tag {tag} found using 'type' does not match any of the expected tags: {expected_tags}",
+            {"tag": repr(value["type"]), "expected_tags": tags},
+        )
+    return kind.config_model.model_validate(value)
 
 
 class Rules(_Strict):
@@ -179,7 +107,7 @@ class SparkSettingsConfig(_Strict):
 
 
 class PipelineConfig(_Strict):
-    source: Annotated[FilesSourceConfig | KafkaSourceConfig, Field(discriminator="type")]
+    source: Annotated[SourceConfig, BeforeValidator(_source)]  # one of the kinds (sparkcep.io.source_kinds)
     rules: Rules
     sinks: Sinks
     checkpoint: str  # a path (relative to this file) or a URI
@@ -233,8 +161,8 @@ class PipelineConfig(_Strict):
 
     @property
     def input_dir(self) -> str | None:
-        """The directory a files source reads, a path or a URI (None for Kafka)."""
-        return self.source.path if isinstance(self.source, FilesSourceConfig) else None
+        """The directory the source reads, a path or a URI (None: none, e.g. Kafka)."""
+        return kind_of(self.source).input_place(self.source)
 
     def local_dir(self, place: str | None) -> Path | None:
         """One of this file's directories as a local path (None: not given, or on a remote file system)."""
@@ -253,6 +181,16 @@ def _resolve_place(base: Path, place: str) -> str:
     return place if scheme else str(_resolve(base, Path(place).expanduser()))
 
 
+def _model_at(raw: dict[str, Any], loc: tuple[str, ...]) -> type[BaseModel] | None:
+    """The model whose field ``loc`` ends at; in the source section, its kind's model."""
+    if loc[:1] != ("source",) or len(loc) < 2:
+        return model_at(PipelineConfig, loc)
+    source = raw.get("source")
+    name = source.get("type") if isinstance(source, dict) else None
+    kind = source_kind(name) if isinstance(name, str) else None
+    return None if kind is None else model_at(kind.config_model, loc[1:])
+
+
 def load_config(path: str | Path) -> PipelineConfig:
     """Read and validate a pipeline file (YAML or JSON); relative paths become relative to the file."""
     import yaml
@@ -268,10 +206,10 @@ def load_config(path: str | Path) -> PipelineConfig:
         config = PipelineConfig.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
-        loc = [str(part) for part in first["loc"] if part not in ("kafka", "files") or first["loc"][0] != "source"]
+        loc = [str(part) for part in first["loc"]]
         field = ".".join(loc) or "<top level>"
         # In sparkcep's words, not the validation library's (an unknown field gets the closest valid name).
-        expected, got = problem(first, model_at(PipelineConfig, tuple(loc)))
+        expected, got = problem(first, _model_at(raw, tuple(loc)))
         if any(part in ("properties", "postgres", "store") for part in loc):
             got = Verbatim("<not shown: it may hold a secret>")
         raise ConfigError(f"{path}, field {field!r}: expected {expected}, got {got!r}") from None
@@ -287,6 +225,5 @@ def load_config(path: str | Path) -> PipelineConfig:
     elif config.rules.store is not None:
         # A SQLite or JSON-file store named by a relative path lives next to the file, like its other paths.
         updates["rules"] = Rules(store=store_spec_relative_to(config.rules.store, base))
-    if isinstance(config.source, FilesSourceConfig):
-        updates["source"] = config.source.model_copy(update={"path": _resolve_place(base, config.source.path)})
+    updates["source"] = kind_of(config.source).resolved(config.source, lambda place: _resolve_place(base, place))
     return config.model_copy(update=updates)

@@ -130,8 +130,8 @@ buckets: 8
     from confluent_kafka import Consumer, TopicPartition
 
     from sparkcep.config import load_config
+    from sparkcep.io.kafka.kind import kafka_reader_options
     from sparkcep.runfiles.outputs import read_metrics
-    from sparkcep.spark.jobs import kafka_reader_options
 
     early = read_metrics(metrics)[0].source_lag
     assert {lag["part"] for lag in early} == {f"{topic}/0", f"{topic}/1"}
@@ -224,8 +224,8 @@ def test_a_streaming_run_over_a_skewed_backlog_reads_it_aligned_by_default_withi
     gets by default (aligned by record timestamps) and a small cap: batches of about the cap, no late event, and
     the output of the whole history once flushed."""
     from sparkcep.config import KafkaSourceConfig
+    from sparkcep.io.kafka.kind import kafka_reader_options
     from sparkcep.io.kafka.source import KafkaSource
-    from sparkcep.spark.jobs import kafka_reader_options
 
     from helpers import wait_for
 

@@ -17,12 +17,12 @@ from servers import free_port
 from sparkcep.config import ConfigError, load_config
 from sparkcep.io.file_plan import Listed, is_input, reading_order
 from sparkcep.io.kafka.client import KafkaError
+from sparkcep.io.kafka.kind import kafka_reader_options
 from sparkcep.io.kafka.produce import ProduceError, ProduceSettings, produce_files
 from sparkcep.io.kafka.progress import end_offsets
 from sparkcep.io.kafka.source import KafkaSource
 from sparkcep.io.kafka.writer import KafkaBatchWriter
 from sparkcep.simulate import generate_orders
-from sparkcep.spark.jobs import kafka_reader_options
 from sparkcep.timeutil import parse_event_time
 
 ROOT = Path(__file__).resolve().parents[2]

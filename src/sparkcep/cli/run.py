@@ -30,6 +30,7 @@ from sparkcep.core.pages import DEFAULT_PAGE_KEYS, MAX_PAGE_KEYS
 from sparkcep.diagnose import Service, Where
 from sparkcep.errors import SparkcepError
 from sparkcep.io.alignment import DEFAULT_MAX_BATCH_RECORDS
+from sparkcep.io.source_kinds import kind_of
 from sparkcep.redaction import add_secret_variables
 from sparkcep.runfiles.checkpoint import check_checkpoint_complete
 from sparkcep.storage import location
@@ -304,9 +305,9 @@ def _pipeline_where(config: PipelineConfig) -> Where:
     """What a run works on; its Kafka secrets (``env:NAME``) are kept out of every message."""
     services = list(store_services(config.rules.store, config.sinks.postgres))
     properties = dict(config.sinks.kafka.properties) if config.sinks.kafka is not None else {}
-    if config.source.type == "kafka":
-        services.append(Service("Kafka", "source", config.source.bootstrap_servers))
-        properties.update(config.source.properties)
+    kind = kind_of(config.source)
+    services.extend(Service(system, "source", address) for system, address in kind.services(config.source))
+    properties.update(kind.client_properties(config.source))
     if config.sinks.kafka is not None:
         services.append(Service("Kafka", "sink", config.sinks.kafka.bootstrap_servers))
     add_secret_variables([value.removeprefix("env:") for value in properties.values() if value.startswith("env:")])

@@ -18,9 +18,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from sparkcep.io.files import METRICS_NAME, FileSink
+from sparkcep.io.files import METRICS_NAME
 from sparkcep.io.lag import SourceLag
 from sparkcep.io.sink import BatchWriter
+from sparkcep.io.sinks import OpenSinks
 from sparkcep.redaction import redact
 from sparkcep.runfiles.layout import ERRORS_DIR, LATE_DIR, batch_file_name
 from sparkcep.runfiles.outputs import BatchMetrics, Outputs
@@ -34,8 +35,8 @@ _log = logging.getLogger(__name__)
 
 
 class BatchCollector:
-    """Writes each batch's files under ``output``, then to ``writers`` in order, then its metrics under
-    ``metrics_dir``.
+    """Writes each batch to ``sinks`` (:func:`sparkcep.io.sinks.open_sinks`: its files, then its driver-side
+    writers in order), then its metrics under ``metrics_dir``.
 
     ``after_batch`` runs on the driver once the batch is written (it polls the rule store); ``key_fields`` gives
     the fields that key each rule's outputs, for the rules in effect now (they change with a store).
@@ -43,16 +44,15 @@ class BatchCollector:
 
     def __init__(
         self,
-        output: Location,
-        writers: tuple[BatchWriter, ...],
+        sinks: OpenSinks,
         metrics_dir: Location,
         after_batch: Callable[[BatchMetrics], None] | None = None,
         key_fields: Callable[[], Mapping[str, tuple[str, ...]]] = dict,
         source_lag: Callable[[int], list[SourceLag]] | None = None,
     ) -> None:
-        self.files = FileSink(output)
-        self.output = output
-        self.writers = writers
+        self.files = sinks.files
+        self.output = sinks.files.output
+        self.writers = sinks.writers
         self.metrics_dir = metrics_dir
         self.after_batch = after_batch
         self.key_fields = key_fields

@@ -1,21 +1,19 @@
 """One way to run a job, shared by ``sparkcep run``, ``run --config``, ``backtest`` and the demo: a session, the
 pipeline, a bounded or streaming run, and the summary written to ``OUTPUT/_summary.json``; and the job a
-pipeline file describes (its source and sinks as :mod:`sparkcep.io` objects)."""
+pipeline file describes (its source built by its kind, :mod:`sparkcep.io.source_kinds`; its sinks opened by
+:func:`sparkcep.io.sinks.open_sinks` when the run starts)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sparkcep.config import Backfill, FilesSourceConfig, KafkaSourceConfig, PipelineConfig
-from sparkcep.io.files import FileSource
-from sparkcep.io.kafka.source import KafkaSource
-from sparkcep.io.sink import BatchWriter
+from sparkcep.config import PipelineConfig
 from sparkcep.io.source import Source
+from sparkcep.io.source_kinds import kind_of
 from sparkcep.lag.live import LiveLag
 from sparkcep.rules.model import RuleSet
 from sparkcep.runfiles.layout import own_dir, summary_file
@@ -74,7 +72,7 @@ def pipeline_job(
         buckets=config.buckets,
         trigger_interval=None if bounded else f"{parse_duration(config.trigger)} milliseconds",
         alert_stores=tuple(config.sinks.postgres),
-        writers=pipeline_writers(config),
+        kafka_sink=config.sinks.kafka,
         state_page_keys=config.state_page_keys,
         idle_advance_ms=None if bounded else config.idle_advance_ms,  # a bounded run ends with its flush
     )
@@ -88,57 +86,9 @@ def pipeline_job(
 
 
 def pipeline_source(config: PipelineConfig) -> Source:
-    """The source a pipeline file describes; read aligned in event time unless its ``backfill`` says otherwise,
-    bounded runs and streaming ones alike (a backlog is a backlog, whether the job will stop at its end)."""
-    source = config.source
-    if isinstance(source, FilesSourceConfig):
-        backfill = source.backfill or Backfill()
-        return FileSource(source.path, source.max_files_per_trigger, aligned=backfill.aligned,
-                          step_ms=backfill.step_ms, target_records=backfill.target_records,
-                          max_batch_records=source.max_batch_records,
-                          max_batch_bytes=source.max_batch_bytes)  # fmt: skip
-    options = kafka_reader_options(source, checkpoint=str(config.checkpoint))
-    return KafkaSource(options, time_field_fallback=source.time_field_fallback)
-
-
-def kafka_reader_options(source: KafkaSourceConfig, checkpoint: str | None = None) -> tuple[tuple[str, str], ...]:
-    """A pipeline's Kafka source as the reader's options (see sparkcep.io.kafka.reader), with the consumer group
-    its progress is committed to (``commitgroup``; default: one per ``checkpoint``, see KafkaSource.progress)."""
-    options = {"bootstrap.servers": source.bootstrap_servers, "topics": ",".join(source.topics),
-               "startingoffsets": source.starting_offsets}  # fmt: skip
-    group = source.consumer_group
-    if group is None and checkpoint is not None:
-        group = "sparkcep-" + hashlib.sha256(str(checkpoint).encode()).hexdigest()[:16]
-    if source.commit_offsets and group is not None:
-        options["commitgroup"] = group
-    if source.max_records_per_batch is not None:
-        options["maxrecordsperbatch"] = str(source.max_records_per_batch)
-    # Aligned by default with sparkcep's reader; the official connector cannot align, so it reads as it comes.
-    backfill = source.backfill or Backfill(aligned=source.implementation == "python")
-    if backfill.aligned:
-        options["alignstepms"] = str(backfill.step_ms)
-        options["aligntargetrecords"] = str(backfill.target_records)
-    if source.implementation == "spark-connector":
-        options["implementation"] = "spark-connector"
-    options.update({f"kafka.{name}": value for name, value in source.properties.items()})
-    return tuple(sorted(options.items()))
-
-
-def pipeline_writers(config: PipelineConfig) -> tuple[BatchWriter, ...]:
-    """A pipeline's sinks besides the files and the PostgreSQL alert stores (the run opens those from their URLs)."""
-    from sparkcep.io.kafka.writer import KafkaBatchWriter  # needs confluent-kafka
-
-    kafka = config.sinks.kafka
-    if kafka is None:
-        return ()
-    # One sink id per job: a restart of the same job (same checkpoint) continues its commit markers.
-    default_id = "job-" + hashlib.sha256(str(config.checkpoint).encode()).hexdigest()[:16]
-    writer = KafkaBatchWriter(
-        kafka.bootstrap_servers, kafka.sink_id or default_id, topics=kafka.topics, topic_prefix=kafka.topic_prefix,
-        include=tuple(kafka.include), marker_topic=kafka.marker_topic, properties=kafka.properties,
-        partitions=kafka.partitions, replication_factor=kafka.replication_factor,
-    )  # fmt: skip
-    return (writer,)
+    """The source a pipeline file describes, built by its kind (sparkcep.io.source_kinds)."""
+    source: Source = kind_of(config.source).build(config.source, str(config.checkpoint))
+    return source
 
 
 def run_job(

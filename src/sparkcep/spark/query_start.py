@@ -7,14 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sparkcep.core.control import flush_record
 from sparkcep.errors import CheckpointIncomplete
-from sparkcep.io.files import FileSource
-from sparkcep.io.kafka.source import KafkaSource
 from sparkcep.io.source import Source
+from sparkcep.io.source_kinds import kind_of
 from sparkcep.runfiles.layout import commits_dir, control_dir, rescale_state_dir
 from sparkcep.spark.rescale import SHUFFLE_PARTITIONS, STATE_DDL, Rescaled, RescaleError, log_files
 from sparkcep.storage import Location
@@ -44,11 +43,9 @@ class QueryStart:
         if self.rescaled is None or not self.first or self.rescaled.input_offsets is None:
             return source
         offsets = self.rescaled.input_offsets
-        if isinstance(source, FileSource) and '"files"' in offsets:
-            return replace(source, starting_offsets=offsets)
-        if isinstance(source, KafkaSource) and '"files"' not in offsets:
-            options = {**dict(source.options), "startingoffsets": offsets}
-            return replace(source, options=tuple(sorted(options.items())))
+        started: Source | None = kind_of(source).starting_at(source, offsets)
+        if started is not None:
+            return started
         kind = "files" if '"files"' in offsets else "Kafka"
         raise RescaleError(
             f"checkpoint {self.rescaled.origin} was rescaled from a query that read {kind}: expected the same kind "

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from sparkcep.errors import CheckpointIncomplete, SparkcepError
-from sparkcep.io.kafka.offsets import positions
+from sparkcep.io.source_kinds import source_kinds
 from sparkcep.runfiles import layout
 from sparkcep.runfiles.checkpoint import check_checkpoint_complete
 from sparkcep.spark.placement import balanced_bucket_keys, identity_bucket_keys
@@ -223,10 +223,10 @@ def _input_offsets(old: Location, run: dict[str, Any], text: str) -> str | None:
             "source (a checkpoint begun before sparkcep read files itself), whose position cannot be handed to a new "
             "query. Start a new checkpoint with the partitions you want instead (its input is read from the start)"
         )
-    if isinstance(offsets, dict) and "files" in offsets:
-        return json.dumps(offsets, sort_keys=True)  # sparkcep's file reader
-    if isinstance(offsets, dict) and all(isinstance(v, int) and ":" in k for k, v in positions(offsets).items()):
-        return json.dumps(positions(offsets), sort_keys=True)  # sparkcep's Kafka reader
+    for kind in source_kinds().values() if isinstance(offsets, dict) else ():
+        own = kind.own_offsets(offsets)  # the files reader's, the Kafka reader's, ...
+        if own is not None:
+            return own
     raise RescaleError(
         f"checkpoint {old}: expected the offsets of sparkcep's file or Kafka reader, got {text!r:.200} (Spark's Kafka "
         "connector, implementation: spark-connector, cannot be rescaled yet)"

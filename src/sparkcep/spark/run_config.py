@@ -3,23 +3,23 @@ and the sizes of its state."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sparkcep.core.pages import DEFAULT_PAGE_KEYS
-from sparkcep.io.files import SPARK_READER, FileSource
+from sparkcep.io.sections import KafkaSinkConfig, Sinks
 from sparkcep.io.sink import BatchWriter
 from sparkcep.io.source import Source
+from sparkcep.io.source_kinds import kind_of
 from sparkcep.lag.live import INTERVAL_S as LAG_INTERVAL_S
-from sparkcep.runfiles import layout
 from sparkcep.storage import Location
 from sparkcep.timeutil import DEFAULT_MAX_AHEAD_MS, parse_duration
 
 
 @dataclass(frozen=True)
 class RunConfig:
-    source: Source  # the input: sparkcep.io.files.FileSource or sparkcep.io.kafka.source.KafkaSource
+    source: Source  # the input: a source of one of the kinds of sparkcep.io.source_kinds (files, Kafka, ...)
     # The file sink's directory, always written (the summary and the console read it), and the checkpoint: paths
     # or URIs of any file system Spark and fsspec reach (sparkcep.storage).
     output_dir: Path | str
@@ -30,8 +30,10 @@ class RunConfig:
     buckets: int = 32
     trigger_interval: str | None = None  # None: process what is there and stop (bounded run)
     alert_stores: tuple[str, ...] = ()  # PostgreSQL URLs that get every complex event, upserted by id
-    # More destinations of every batch's outputs, after the files (e.g. sparkcep.io.kafka.writer.KafkaBatchWriter).
+    # More destinations of every batch's outputs, after the files, the alert stores and the Kafka sink.
     writers: tuple[BatchWriter, ...] = ()
+    # Kafka topics that get the outputs (a pipeline file's sinks.kafka), opened when the run starts.
+    kafka_sink: KafkaSinkConfig | None = None
     # An event time more than this past its micro-batch's wall clock is a dead letter, not a watermark move
     # (None: no bound). A day covers clock skew and time zones written as UTC by mistake.
     max_ahead_ms: int | None = DEFAULT_MAX_AHEAD_MS
@@ -60,19 +62,15 @@ def trigger_ms(config: RunConfig) -> int | None:
 
 
 def checkpoint_source(config: RunConfig, stored: dict[str, Any], checkpoint: Location, arrival: bool) -> Source:
-    """The configured source, with files read by the reader the checkpoint was started with.
-
-    Spark refuses to resume a query whose source changed. A checkpoint whose query ran before sparkcep read
-    files itself (no ``file_reader`` recorded) keeps Spark's file source: modification-time order, no
-    alignment. A new checkpoint gets sparkcep's reader.
-    """
+    """The configured source as the checkpoint reads it (its kind decides: files keep the reader the checkpoint
+    was started with, see :meth:`sparkcep.io.source_kinds.SourceKind.for_checkpoint`)."""
     source = config.source
-    if not isinstance(source, FileSource):
-        return source
-    reader = stored.get("file_reader")
-    if reader is None and layout.offsets_dir(checkpoint).children("[0-9]*"):
-        reader = SPARK_READER
-    # Aligned reading steps through the event times the lines carry; under arrival time they carry none (their
-    # time is the batch's clock), so files are read one after another, oldest first.
-    aligned = source.aligned and not arrival
-    return replace(source, reader=reader or source.reader, max_ahead_ms=config.max_ahead_ms, aligned=aligned)
+    read: Source = kind_of(source).for_checkpoint(source, stored, checkpoint, arrival, config.max_ahead_ms)
+    return read
+
+
+def run_sinks(config: RunConfig) -> Sinks:
+    """The sinks ``config`` names, as a pipeline file's ``sinks`` section (:func:`sparkcep.io.sinks.open_sinks`
+    opens them)."""
+    postgres = list(config.alert_stores)
+    return Sinks.model_construct(files=str(config.output_dir), kafka=config.kafka_sink, postgres=postgres)

@@ -22,11 +22,10 @@ from sparkcep.core.idle import IdleClock
 from sparkcep.core.program import Program
 from sparkcep.core.routing import CRC32, SPARK_MURMUR3
 from sparkcep.errors import CheckpointMismatch, RunError
-from sparkcep.io.files import FileSource
 from sparkcep.io.lag import SourceLag
-from sparkcep.io.sink import BatchWriter
+from sparkcep.io.sinks import OpenSinks, open_sinks
 from sparkcep.io.source import Source
-from sparkcep.io.source_position import source_position
+from sparkcep.io.source_kinds import kind_of
 from sparkcep.lag.checkpoint import input_offset, planned_batch
 from sparkcep.lag.live import LagTimer, LiveLag, newer_lag, read_live_lag
 from sparkcep.lag.sources import source_record
@@ -40,7 +39,7 @@ from sparkcep.spark.idle import IdleAdvancer, known_watermark
 from sparkcep.spark.placement import bucket_keys_for
 from sparkcep.spark.query_start import query_start
 from sparkcep.spark.rulefeed import RuleFeed, report_unreadable
-from sparkcep.spark.run_config import RunConfig, checkpoint_source, trigger_ms
+from sparkcep.spark.run_config import RunConfig, checkpoint_source, run_sinks, trigger_ms
 from sparkcep.spark.source_lag import SourceLagPosition
 from sparkcep.storage import Location, location
 from sparkcep.store import RuleStore
@@ -89,6 +88,7 @@ class Pipeline:
         self.bucket_function = CRC32  # set by _check_checkpoint
         self.source: Source = config.source  # the file reader is the checkpoint's (set by _check_checkpoint)
         self._max_seen: int | None = None
+        self._open_sinks: OpenSinks | None = None  # opened by the first start
         # A bounded run's end-of-input record, once written after the batch that read the last input: its largest
         # event time (see _flush_when_read). None: not written that way.
         self._bounded = False
@@ -184,8 +184,7 @@ class Pipeline:
         rules_hash = hashlib.sha256(self.rules.to_json().encode()).hexdigest()[:16]
         record = {**identity, "bucket_keys": list(self.bucket_keys), "bucket_function": self.bucket_function,
                   "rules_sha256": rules_hash}  # fmt: skip
-        if isinstance(self.source, FileSource):
-            record["file_reader"] = self.source.reader
+        record.update(kind_of(self.source).run_entries(self.source))  # how it reads, the same on every restart
         described = source_record(self.source)
         if described is not None:  # what `sparkcep status` measures a stopped job's lag against
             record["source"] = described.to_json()
@@ -233,9 +232,7 @@ class Pipeline:
         def source_lag(batch_id: int) -> list[SourceLag]:
             return position.after_batch(batch_id, self.source_offset(batch_id - base), spec.source)
 
-        collector = BatchCollector(
-            self.output, self._writers(), self.metrics_dir, self._after_batch, self._key_fields, source_lag
-        )
+        collector = BatchCollector(self._sinks(), self.metrics_dir, self._after_batch, self._key_fields, source_lag)
         writer = stream.writeStream.foreachBatch(resume.numbered(collector))
         writer = writer.option("checkpointLocation", self._query_checkpoint.uri)
         if available_now:
@@ -261,14 +258,12 @@ class Pipeline:
         """Rule id -> the fields that key its outputs, for the rules in effect now."""
         return {rule.id: rule_keys(rule) for rule in self.program.rules.rules}
 
-    def _writers(self) -> tuple[BatchWriter, ...]:
-        """The sinks on the driver, after the files (the run's record of its outputs, written by the tasks): the
-        alert stores, then the other sinks."""
-        if not self.config.alert_stores:
-            return self.config.writers
-        from sparkcep.io.postgres import open_alert_sinks  # needs the PostgreSQL driver
-
-        return (*open_alert_sinks(self.config.alert_stores), *self.config.writers)
+    def _sinks(self) -> OpenSinks:
+        """The run's sinks, opened once (a re-planned query writes to the same ones: a Kafka sink keeps its
+        producer and its last committed batch)."""
+        if self._open_sinks is None:
+            self._open_sinks = open_sinks(run_sinks(self.config), self.config.checkpoint_dir, self.config.writers)
+        return self._open_sinks
 
     def replan_if_needed(self, query: StreamingQuery) -> StreamingQuery:
         """After a rule with a new grouping arrived: stop the query and plan it again on the same checkpoint."""
@@ -414,8 +409,8 @@ class Pipeline:
     def summary(self, seconds: float) -> RunSummary:
         out = self.output
         metrics = read_metrics(self.metrics_dir)
-        source: dict[str, Any] = {"type": "kafka" if self.source.directory is None else "files"}
-        source.update(source_position(self.source_offset()))
+        kind = kind_of(self.source)
+        source: dict[str, Any] = {"type": kind.name, **kind.position(self.source_offset())}
         newest = metrics[-1] if metrics else None  # its lag, or the driver's timed measure when that is newer
         source["lag"] = newer_lag(newest.source_lag if newest else [], newest.written_at if newest else None,
                                   read_live_lag(self._state_dir))  # fmt: skip
