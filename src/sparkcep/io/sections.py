@@ -30,6 +30,8 @@ def no_inline_secrets(properties: dict[str, str], where: str) -> dict[str, str]:
 
 
 class KafkaSourceConfig(SourceConfig):
+    """``source: {type: kafka, bootstrap_servers: HOST:PORT, topics: [...], ...}`` (sparkcep.io.kafka.kind)."""
+
     type: Literal["kafka"]
     bootstrap_servers: str
     topics: list[str] = Field(min_length=1)
@@ -56,6 +58,8 @@ SizeBytes = Annotated[int, BeforeValidator(_size)]
 
 
 class FilesSourceConfig(SourceConfig):
+    """``source: {type: files, path: DIR, ...}`` (sparkcep.io.files_kind)."""
+
     type: Literal["files"]
     path: str  # a path (relative to this file) or a URI (sparkcep.storage)
     # A missing path is refused (a typo would otherwise run on nothing); true: create it and wait for files.
