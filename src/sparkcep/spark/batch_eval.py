@@ -48,7 +48,7 @@ from sparkcep.core.pages import BucketIndex, PageTraffic
 from sparkcep.core.program import Program
 from sparkcep.core.routing import Router, RoutingSpec
 from sparkcep.rules.model import RuleSet
-from sparkcep.spark.detection import DETECTION_DDL, detection_batch
+from sparkcep.spark.detection import DETECTION_DDL, detection_batch, output_row
 from sparkcep.spark.placement import balanced_bucket_keys
 from sparkcep.spark.typed_routing import TypedPlan
 
@@ -238,8 +238,12 @@ def evaluate_sorted(
             return run
 
         def emit(result: BatchResult, watermark: int, origins: dict[str, str]) -> pa.RecordBatch:
+            # Outputs straight to result rows: their records are JSON values already, so the JSON text that
+            # result_frame would make is not read back (the rest, rare, goes the streaming plan's way).
+            outputs = [output_row(r, orjson.dumps(r).decode(), fields) for r in result.outputs]
+            result.outputs = []
             frame = result_frame(result, program, watermark, BucketIndex(), PageTraffic(), 0.0, origins)
-            return detection_batch(list(frame["kind"]), list(frame["payload"]), fields)
+            return detection_batch(list(frame["kind"]), list(frame["payload"]), fields, first=outputs)
 
         def finish(run: _BucketRun) -> pa.RecordBatch | None:
             end = run.end(delay_ms)
@@ -252,17 +256,15 @@ def evaluate_sorted(
             for batch in batches:
                 if not batch.num_rows:
                     continue
-                buckets = batch.column("bucket").to_pylist()
+                bucket_column = batch.column("bucket")
                 keysets = batch.column("keyset").to_pylist()
                 lines = batch.column("line").to_pylist()
-                origins = batch.column("origin").to_pylist()
+                origin_column = batch.column("origin")
+                # A typed frame's rows have no origin: no dict of them per chunk then.
+                origins = None if origin_column.null_count == batch.num_rows else origin_column.to_pylist()
                 times = batch.column("ts").to_pylist()
-                start = 0
-                while start < len(buckets):  # one chunk per run of one bucket within the Arrow batch
-                    bucket = buckets[start]
-                    stop = start
-                    while stop < len(buckets) and buckets[stop] == bucket:
-                        stop += 1
+                for start, stop in _runs(bucket_column):  # one chunk per run of one bucket within the Arrow batch
+                    bucket = bucket_column[start].as_py()
                     if current is None or current.bucket != bucket:
                         if current is not None and (done := finish(current)) is not None:
                             yield done
@@ -274,18 +276,30 @@ def evaluate_sorted(
                     if first > start:
                         current.take_stats(lines[start:first])
                         if first == stop:
-                            start = stop
                             continue
-                    chunk_origins = {ln: o for ln, o in zip(lines[first:stop], origins[first:stop], strict=True) if o}
+                    chunk_origins = {}
+                    if origins is not None:
+                        chunk_origins = {
+                            ln: o for ln, o in zip(lines[first:stop], origins[first:stop], strict=True) if o
+                        }
                     watermark = current.watermark(delay_ms)
                     result = current.take(engine, keysets[first:stop], lines[first:stop], times[first:stop],
                                           chunk_origins, delay_ms)  # fmt: skip
                     yield emit(result, watermark, chunk_origins)
-                    start = stop
             if current is not None and (done := finish(current)) is not None:
                 yield done
 
     return evaluate
+
+
+def _runs(values: pa.Array) -> list[tuple[int, int]]:
+    """``(start, stop)`` of each run of equal values (a bucket's rows: they are sorted by bucket)."""
+    count = len(values)
+    if count == 0:
+        return []
+    changed = pc.not_equal(values.slice(1), values.slice(0, count - 1))
+    starts = [0, *(index + 1 for index in pc.indices_nonzero(changed).to_pylist())]
+    return list(zip(starts, [*starts[1:], count], strict=True))
 
 
 def bucket_parts(routing: RoutingSpec, partitions: int) -> list[int]:
