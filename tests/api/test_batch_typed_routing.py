@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
+import pytest
 
 from sparkcep.api import detect
 from sparkcep.api_input import event_lines, typed_json, with_clock
 from sparkcep.core.program import Program
 from sparkcep.rules.model import load_rules
-from sparkcep.spark.batch_eval import ROUTED_DDL, STATS, bucket_parts, route_rows
+from sparkcep.spark import batch_eval
+from sparkcep.spark.batch_eval import ROUTED_DDL, STATS, bucket_parts, end_of_routed, route_rows
 from sparkcep.spark.typed_routing import typed_plan
 
 if TYPE_CHECKING:
@@ -65,6 +67,7 @@ def test_spark_routes_each_row_as_the_router_routes_its_json_text(spark: SparkSe
     by_router = with_clock(event_lines(frame, None)).mapInArrow(route, ROUTED_DDL)
     plan = typed_plan(frame, typed_json(frame), routing, parts, 5000)
     assert plan is not None
+    assert plan.lines is not None  # some rows are for the Router
     by_spark = plan.routed.unionByName(plan.lines.mapInArrow(route, ROUTED_DDL))
 
     expected = without_stats(by_router)
@@ -87,3 +90,46 @@ def test_typed_and_json_text_give_the_same_outputs_and_dead_letters(spark: Spark
     assert {"output", "dead_letter"} <= kinds, kinds
     reasons = " ".join(str(row[2]) for row in results[0] if row[0] == "dead_letter")
     assert "max time ahead" in reasons and "'card_id'" in reasons, reasons
+
+
+ORDERS = load_rules(Path(__file__).resolve().parents[2] / "examples" / "orders.rules.json")
+ORDERS_SCHEMA = "event_type string, event_id string, occurred_at timestamp, order_number string, parcels_to_ship bigint"
+
+
+def orders_rows(last_count: int) -> list[tuple[Any, ...]]:
+    """Orders whose deadlines pass at the end of the run; the latest event's count is ``last_count``."""
+    rows: list[tuple[Any, ...]] = [
+        ("ORDER_CREATED", f"o{i}", T0 + timedelta(days=i), f"order-{i}", 2) for i in range(10)
+    ]
+    rows.append(("ORDER_CREATED", "last", T0 + timedelta(days=20), "order-last", last_count))
+    return rows
+
+
+def test_the_driver_finds_where_the_run_ends_from_the_latest_routed_rows(spark: SparkSession) -> None:
+    frame = spark.createDataFrame(orders_rows(0), ORDERS_SCHEMA)  # the latest row is refused: no parcel to ship
+    program = Program(ORDERS)
+    routing = program.routing(4)
+    plan = typed_plan(frame, typed_json(frame), routing, bucket_parts(routing, 2), 5000)
+    assert plan is not None and plan.lines is None  # Spark routes every row: no task reads the table for the Router
+    last = int((T0 + timedelta(days=20)).timestamp() * 1000)
+    accepted = int((T0 + timedelta(days=9)).timestamp() * 1000)
+    # The rows within the delay of the largest time are all refused: the largest accepted is not among them.
+    assert end_of_routed(program, plan) == (last, None)
+    assert end_of_routed(program, plan, limit=1) is None  # more rows than looked at: the buckets must decide
+    accepted_plan = typed_plan(frame.where("event_id != 'last'"), typed_json(frame), routing, [0, 1, 0, 1], 5000)
+    assert accepted_plan is not None and end_of_routed(program, accepted_plan) == (accepted, accepted)
+
+
+@pytest.mark.parametrize("last_count", [1, 0])
+def test_the_end_found_on_the_driver_and_by_the_buckets_give_the_same_outputs(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch, last_count: int
+) -> None:
+    frame = spark.createDataFrame(orders_rows(last_count), ORDERS_SCHEMA)
+    results = []
+    for by_buckets in (False, True):
+        if by_buckets:
+            monkeypatch.setattr(batch_eval, "end_of_routed", lambda program, plan: None)
+        rows = detect(frame, ORDERS, buckets=4).frame.select("kind", "rule_id", "reason", "record").collect()
+        results.append(sorted((tuple(row) for row in rows), key=repr))
+    assert results[0] == results[1]
+    assert sum(1 for row in results[0] if row[0] == "output") >= 10, results[0]  # the deadlines passed at the end

@@ -12,8 +12,9 @@ history at once, unsorted. Instead:
    lines are read and decoded once (a separate aggregate broadcast to the rows read them twice: the batch plan
    was 0.64x the streaming backfill's speed at 1M orders, bench/README.md). A frame of typed columns (a Parquet
    table) is routed by Spark instead where its columns allow (:mod:`sparkcep.spark.typed_routing`): only the rows
-   it cannot decide reach the Router, and only the rows near the largest time are decoded for where the run ends
-   (:func:`recent_stats`).
+   it cannot decide reach the Router, and only the rows near the largest time are decoded for where the run ends,
+   on the driver (:func:`end_of_routed`: a pass with Python tasks over the table cost about 4 CPU s at 1M
+   orders), whose statistics every bucket starts with.
 2. ``repartition(n, "part").sortWithinPartitions("bucket", "ts", "keyset", "line")``: every bucket's rows lie
    together in one partition, in event-time order, with a deterministic tie-break. ``part`` is the bucket's
    balanced grouping key (:mod:`sparkcep.spark.placement`): Spark's hash of the bucket numbers 0..31 puts 20 of
@@ -47,7 +48,7 @@ from sparkcep.core.pages import BucketIndex, PageTraffic
 from sparkcep.core.program import Program
 from sparkcep.core.routing import Router, RoutingSpec
 from sparkcep.rules.model import RuleSet
-from sparkcep.spark.detection import DETECTION_DDL, detection_batch
+from sparkcep.spark.detection import DETECTION_DDL, detection_batch, output_row
 from sparkcep.spark.placement import balanced_bucket_keys
 from sparkcep.spark.typed_routing import TypedPlan
 
@@ -61,6 +62,9 @@ _ROUTED_SCHEMA = pa.schema(
 )  # fmt: skip
 # A statistics row's keyset (no routing keyset is this low): its line is "[largest time read, largest accepted]".
 STATS = -100
+# How many of the latest rows Spark routed the driver decodes to find where a bounded run ends (a larger run of
+# refused rows at the end: the buckets decode them all, as statistics rows).
+END_ROWS = 1000
 
 
 @lru_cache(maxsize=4)
@@ -215,9 +219,11 @@ class _BucketRun:
 
 
 def evaluate_sorted(
-    rules_json: str, delay_ms: int, key_fields_json: str
+    rules_json: str, delay_ms: int, key_fields_json: str, stats_json: str = "[null, null]"
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """``mapInArrow`` over rows sorted by (bucket, ts, ...), statistics rows included: result rows out."""
+    """``mapInArrow`` over rows sorted by (bucket, ts, ...), statistics rows included: result rows out.
+    ``stats_json``: statistics every bucket starts with (``[largest time read, largest accepted]``), those of
+    the rows the driver looked at (:func:`end_of_routed`)."""
     from sparkcep.spark.processor import result_frame  # the same records as a streaming run's
 
     def evaluate(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -226,9 +232,18 @@ def evaluate_sorted(
         fields = {rule: tuple(names) for rule, names in orjson.loads(key_fields_json).items()}
         current: _BucketRun | None = None
 
+        def begin(bucket: int) -> _BucketRun:
+            run = _BucketRun(bucket)
+            run.take_stats([stats_json])
+            return run
+
         def emit(result: BatchResult, watermark: int, origins: dict[str, str]) -> pa.RecordBatch:
+            # Outputs straight to result rows: their records are JSON values already, so the JSON text that
+            # result_frame would make is not read back (the rest, rare, goes the streaming plan's way).
+            outputs = [output_row(r, orjson.dumps(r).decode(), fields) for r in result.outputs]
+            result.outputs = []
             frame = result_frame(result, program, watermark, BucketIndex(), PageTraffic(), 0.0, origins)
-            return detection_batch(list(frame["kind"]), list(frame["payload"]), fields)
+            return detection_batch(list(frame["kind"]), list(frame["payload"]), fields, first=outputs)
 
         def finish(run: _BucketRun) -> pa.RecordBatch | None:
             end = run.end(delay_ms)
@@ -241,21 +256,19 @@ def evaluate_sorted(
             for batch in batches:
                 if not batch.num_rows:
                     continue
-                buckets = batch.column("bucket").to_pylist()
+                bucket_column = batch.column("bucket")
                 keysets = batch.column("keyset").to_pylist()
                 lines = batch.column("line").to_pylist()
-                origins = batch.column("origin").to_pylist()
+                origin_column = batch.column("origin")
+                # A typed frame's rows have no origin: no dict of them per chunk then.
+                origins = None if origin_column.null_count == batch.num_rows else origin_column.to_pylist()
                 times = batch.column("ts").to_pylist()
-                start = 0
-                while start < len(buckets):  # one chunk per run of one bucket within the Arrow batch
-                    bucket = buckets[start]
-                    stop = start
-                    while stop < len(buckets) and buckets[stop] == bucket:
-                        stop += 1
+                for start, stop in _runs(bucket_column):  # one chunk per run of one bucket within the Arrow batch
+                    bucket = bucket_column[start].as_py()
                     if current is None or current.bucket != bucket:
                         if current is not None and (done := finish(current)) is not None:
                             yield done
-                        current = _BucketRun(bucket)
+                        current = begin(bucket)
                     # Statistics rows come first in a bucket (a null time sorts first).
                     first = start
                     while first < stop and keysets[first] == STATS:
@@ -263,18 +276,30 @@ def evaluate_sorted(
                     if first > start:
                         current.take_stats(lines[start:first])
                         if first == stop:
-                            start = stop
                             continue
-                    chunk_origins = {ln: o for ln, o in zip(lines[first:stop], origins[first:stop], strict=True) if o}
+                    chunk_origins = {}
+                    if origins is not None:
+                        chunk_origins = {
+                            ln: o for ln, o in zip(lines[first:stop], origins[first:stop], strict=True) if o
+                        }
                     watermark = current.watermark(delay_ms)
                     result = current.take(engine, keysets[first:stop], lines[first:stop], times[first:stop],
                                           chunk_origins, delay_ms)  # fmt: skip
                     yield emit(result, watermark, chunk_origins)
-                    start = stop
             if current is not None and (done := finish(current)) is not None:
                 yield done
 
     return evaluate
+
+
+def _runs(values: pa.Array) -> list[tuple[int, int]]:
+    """``(start, stop)`` of each run of equal values (a bucket's rows: they are sorted by bucket)."""
+    count = len(values)
+    if count == 0:
+        return []
+    changed = pc.not_equal(values.slice(1), values.slice(0, count - 1))
+    starts = [0, *(index + 1 for index in pc.indices_nonzero(changed).to_pylist())]
+    return list(zip(starts, [*starts[1:], count], strict=True))
 
 
 def bucket_parts(routing: RoutingSpec, partitions: int) -> list[int]:
@@ -294,11 +319,34 @@ def evaluate_batch(
     frame's :class:`~sparkcep.spark.typed_routing.TypedPlan` for the same partitions: result rows."""
     rules_json, spec_json = program.rules.to_json(), routing.to_json()
     parts = orjson.dumps(bucket_parts(routing, partitions)).decode()
+    stats_json = "[null, null]"
     if isinstance(lines, TypedPlan):
-        routed = lines.lines.mapInArrow(route_rows(rules_json, spec_json, parts), ROUTED_DDL)
-        stats = lines.recent.mapInArrow(recent_stats(rules_json, parts), ROUTED_DDL)
-        routed = lines.routed.unionByName(routed).unionByName(stats)
+        routed = lines.routed
+        if lines.lines is not None:
+            routed = routed.unionByName(lines.lines.mapInArrow(route_rows(rules_json, spec_json, parts), ROUTED_DDL))
+        end = end_of_routed(program, lines)
+        if end is None:  # the driver found no accepted row among the latest: the buckets learn it from the rows
+            routed = routed.unionByName(lines.recent.mapInArrow(recent_stats(rules_json, parts), ROUTED_DDL))
+        else:
+            stats_json = orjson.dumps(end).decode()
     else:
         routed = lines.mapInArrow(route_rows(rules_json, spec_json, parts), ROUTED_DDL)
     ordered = routed.repartition(partitions, "part").sortWithinPartitions("bucket", "ts", "keyset", "line")
-    return ordered.mapInArrow(evaluate_sorted(rules_json, delay_ms, key_fields_json), DETECTION_DDL)
+    return ordered.mapInArrow(evaluate_sorted(rules_json, delay_ms, key_fields_json, stats_json), DETECTION_DDL)
+
+
+def end_of_routed(program: Program, plan: TypedPlan, limit: int = END_ROWS) -> tuple[int | None, int | None] | None:
+    """``(largest time read, largest accepted)`` of the rows Spark routed, found on the driver from the latest
+    ``limit`` of its ``recent`` rows (one top-k pass over the table, no Python task); None when none of them is
+    accepted and there are more, so that the buckets find it from every recent row (:func:`recent_stats`)."""
+    from pyspark.sql import functions as F
+
+    if plan.largest is None:
+        return None, None
+    recent = plan.recent.where(F.col("keyset") >= 0).select("keyset", "line", "ts")
+    rows = recent.orderBy(F.col("ts").desc()).limit(limit).collect()
+    read = max([plan.largest, *(row["ts"] for row in rows)])  # unrouted rows (keyset < 0) are read too
+    for keyset, line, time in rows:
+        if program.decode(line, keyset, time).event is not None:
+            return read, time
+    return (read, None) if len(rows) < limit else None

@@ -63,8 +63,7 @@ def detection_row(
         return (METRIC, None, None, None, None, None, None, payload) if metrics and kind == KIND_METRIC else None
     record: dict[str, Any] = orjson.loads(payload)
     if shown == OUTPUT:
-        return (shown, _text(record.get("rule_id")), _text(record.get("event_type")), key_text(record, key_fields),
-                read_event_time(record.get("occurred_at")), _text(record.get("event_id")), None, payload)  # fmt: skip
+        return output_row(record, payload, key_fields)
     if shown == LATE:
         key = record.get("key")
         shown_key = ",".join(f"{k}={v}" for k, v in key.items()) if isinstance(key, dict) else None
@@ -75,14 +74,28 @@ def detection_row(
             read_event_time(record.get("event_time")), None, _text(record.get("error")), payload)  # fmt: skip
 
 
+def output_row(record: dict[str, Any], payload: str, key_fields: Mapping[str, tuple[str, ...]]) -> tuple[Any, ...]:
+    """The result row of an output ``record`` (a dict of JSON values) whose JSON text is ``payload``."""
+    return (OUTPUT, _text(record.get("rule_id")), _text(record.get("event_type")), key_text(record, key_fields),
+            read_event_time(record.get("occurred_at")), _text(record.get("event_id")), None, payload)  # fmt: skip
+
+
 def detection_batch(
-    kinds: Sequence[str], payloads: Sequence[str], key_fields: Mapping[str, tuple[str, ...]], metrics: bool = False
+    kinds: Sequence[str],
+    payloads: Sequence[str],
+    key_fields: Mapping[str, tuple[str, ...]],
+    metrics: bool = False,
+    first: Sequence[tuple[Any, ...]] = (),
 ) -> pa.RecordBatch:
-    """The result rows of processor rows, as one Arrow batch of :data:`DETECTION_SCHEMA`."""
+    """The result rows of processor rows, as one Arrow batch of :data:`DETECTION_SCHEMA`; ``first``: result rows
+    made already (:func:`output_row`), put before them."""
     rows = [
-        row
-        for kind, payload in zip(kinds, payloads, strict=True)
-        if (row := detection_row(kind, payload, key_fields, metrics))
+        *first,
+        *(
+            row
+            for kind, payload in zip(kinds, payloads, strict=True)
+            if (row := detection_row(kind, payload, key_fields, metrics))
+        ),
     ]
     columns = list(zip(*rows, strict=True)) if rows else [() for _ in DETECTION_SCHEMA]
     return pa.RecordBatch.from_arrays(

@@ -101,19 +101,22 @@ def _grouping(
 
 @dataclass(frozen=True)
 class TypedPlan:
-    """A typed frame's rows for the batch plan, in three frames (each reads the table again, only the columns
-    it needs: Spark computes a row's JSON text only where that text is used):
+    """A typed frame's rows for the batch plan, in frames that each read the table again, only the columns they
+    need (Spark computes a row's JSON text only where that text is used):
 
     - ``routed``: the rows Spark routes, one per route, as the batch plan's routed rows (``ROUTED_DDL``);
-    - ``lines``: the other rows' JSON text, for the Router (``value``, ``origin``, ``now_ms``);
-    - ``recent``: the routed rows whose time lies within the watermark delay of the largest time among them: where
-      the bounded run ends needs the largest time a rule accepts only when it lies there, so only these rows are
-      decoded for it (sparkcep.spark.batch_eval.recent_stats), not every row.
+    - ``lines``: the other rows' JSON text, for the Router (``value``, ``origin``, ``now_ms``); None when there
+      are none (counted with ``largest``), so that no task reads the table for nothing;
+    - ``recent``: the routed rows whose time lies within the watermark delay of ``largest``: where the bounded
+      run ends needs the largest time a rule accepts only when it lies there, so only these rows are decoded for
+      it (sparkcep.spark.batch_eval.end_of_routed), not every row;
+    - ``largest``: the largest time among the routed rows (None: no row is routed by Spark).
     """
 
     routed: DataFrame
-    lines: DataFrame
+    lines: DataFrame | None
     recent: DataFrame
+    largest: int | None
 
 
 def typed_plan(
@@ -173,9 +176,12 @@ def typed_plan(
         )
 
     fast_rows = events.where(fast)
-    largest = fast_rows.select(F.max(time)).scalar()
-    recent = routed(fast_rows.where(time >= largest - F.lit(delay_ms)))
-    lines = events.where(~fast).select(
-        value.alias("value"), F.lit(None).cast("string").alias("origin"), now.alias("now_ms")
-    )
-    return TypedPlan(routed(fast_rows), lines, recent)
+    # One pass over the table for both: the largest routed time, and whether any row is left for the Router.
+    largest, slow = events.select(F.max(F.when(fast, time)), F.count_if(~fast)).first() or (None, 0)
+    recent = routed(fast_rows.where(time >= F.lit(largest) - F.lit(delay_ms)))
+    lines = None
+    if slow:
+        lines = events.where(~fast).select(
+            value.alias("value"), F.lit(None).cast("string").alias("origin"), now.alias("now_ms")
+        )
+    return TypedPlan(routed(fast_rows), lines, recent, largest)
