@@ -53,7 +53,9 @@ def typed_json(events: DataFrame) -> Column:
     """A typed frame's row as one JSON object (the line the engine reads)."""
     from pyspark.sql import functions as F
 
-    return F.to_json(F.struct(*[events[name] for name in events.columns]), JSON_OPTIONS)
+    from sparkcep.spark.typed_routing import quoted  # "a.b" is a column of its own, not the field b of a column a
+
+    return F.to_json(F.struct(*[events[quoted(name)] for name in events.columns]), JSON_OPTIONS)
 
 
 def is_typed(events: DataFrame, value_column: str | None) -> bool:

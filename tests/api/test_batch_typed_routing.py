@@ -133,3 +133,15 @@ def test_the_end_found_on_the_driver_and_by_the_buckets_give_the_same_outputs(
         results.append(sorted((tuple(row) for row in rows), key=repr))
     assert results[0] == results[1]
     assert sum(1 for row in results[0] if row[0] == "output") >= 10, results[0]  # the deadlines passed at the end
+
+
+def test_a_column_name_with_a_dot_is_one_column(spark: SparkSession) -> None:
+    """``order.note`` is a column of its own (not the field ``note`` of a column ``order``): its row's JSON text
+    names it as it is, and the rules see the rest of the row."""
+    schema = ORDERS_SCHEMA + ", `order.note` string, `back``tick` string"
+    frame = spark.createDataFrame([(*row, "gift", "x") for row in orders_rows(1)], schema)
+    lines = [orjson.loads(row[0]) for row in frame.select(typed_json(frame)).collect()]
+    assert all(line["order.note"] == "gift" and line["back`tick"] == "x" for line in lines), lines[:1]
+    found = detect(frame, ORDERS, buckets=4).frame
+    assert found.where("kind = 'output'").count() >= 10
+    assert found.where("kind = 'dead_letter'").count() == 0

@@ -40,15 +40,16 @@ if TYPE_CHECKING:
 _INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 
 
-def _quoted(name: str) -> str:
-    """A column reference that Spark reads as this one top-level name (dots and backticks included)."""
+def quoted(name: str) -> str:
+    """A column reference that Spark reads as this one top-level name: unquoted, ``a.b`` would name the field b of
+    a column a, and a typed frame's column may be called ``a.b`` (backticks in the name are doubled)."""
     return "`" + name.replace("`", "``") + "`"
 
 
 def _column(name: str) -> Column:
     from pyspark.sql import functions as F
 
-    return F.col(_quoted(name))
+    return F.col(quoted(name))
 
 
 def _routable(types: dict[str, str], routing: RoutingSpec, names: list[str]) -> bool:
