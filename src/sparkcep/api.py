@@ -197,6 +197,14 @@ def detect(
     return _batch(events, lines, program, delay_ms, buckets, ahead, partitions, key_fields, typed)
 
 
+def batch_partitions(shuffle_partitions: int, buckets: int) -> int:
+    """A batch frame's partitions by default: four per shuffle partition up to one per bucket, never fewer than the
+    session's. Each partition's rows are sorted before the engine sees the first: with one partition per core,
+    10M orders events on ``local[2]`` spilled 596 MB of that sort to disk; with four per core none spilled and the
+    plan took 5 % less time (bench/README.md). More partitions than buckets would stay empty."""
+    return max(shuffle_partitions, min(buckets, 4 * shuffle_partitions))
+
+
 def _batch(
     events: DataFrame,
     lines: DataFrame,
@@ -212,7 +220,7 @@ def _batch(
     from sparkcep.spark.typed_routing import typed_plan
 
     spark = events.sparkSession
-    count = partitions or int(spark.conf.get("spark.sql.shuffle.partitions") or "200")
+    count = partitions or batch_partitions(int(spark.conf.get("spark.sql.shuffle.partitions") or "200"), buckets)
     routing = program.routing(buckets, max_ahead_ms=ahead)
     # Typed columns: Spark routes the rows it can from the columns (sparkcep.spark.typed_routing).
     typed = None

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from api_scenarios import finish
 
-from sparkcep.api import ApiError, Detection, detect
+from sparkcep.api import ApiError, Detection, batch_partitions, detect
 from sparkcep.cep.builder import Pattern
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
@@ -77,6 +77,20 @@ def test_a_json_column_gives_the_oracles_outputs_and_dead_letters(spark: SparkSe
     assert int(row["event_time"].timestamp() * 1000) == parse_event_time(json.loads(row["record"])["occurred_at"])
     found.unpersist()
     print(f"batch detect over {len(input_lines(orders))} lines: {time.perf_counter() - started:.1f} s")
+
+
+def test_a_batch_frame_gets_four_partitions_per_shuffle_partition_up_to_its_buckets(spark: SparkSession) -> None:
+    # Four per core keeps each partition's sort in memory; more than the buckets would stay empty; a session's
+    # larger setting (Spark's 200) stands.
+    assert [batch_partitions(2, 32), batch_partitions(2, 4), batch_partitions(200, 32), batch_partitions(3, 1)] == [
+        8, 4, 200, 3
+    ]
+    event = line("ORDER_CREATED", T0, "o1", order_number="n1", parcels_to_ship=1)
+    frame = spark.createDataFrame([(event,)], "value string")
+    shuffle = int(spark.conf.get("spark.sql.shuffle.partitions") or "200")
+    for buckets, given in ((8, None), (8, 3)):
+        found = detect(frame, ORDER_FILE, buckets=buckets, partitions=given).frame
+        assert found.rdd.getNumPartitions() == (given or batch_partitions(shuffle, buckets))
 
 
 def test_typed_columns_give_the_json_columns_results(spark: SparkSession, orders: Path, tmp_path: Path) -> None:
