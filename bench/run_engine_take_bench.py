@@ -1,6 +1,6 @@
 """The pure engine's buffering and release on sorted input, as the batch plan feeds it: no Spark.
 
-    PYTHONPATH=src .venv/bin/python bench/run_engine_take_bench.py [--events N] [--chunk ROWS] [--rounds R]
+    PYTHONPATH=src .venv/bin/python bench/run_engine_take_bench.py [--events N] [--chunk ROWS] [--rounds R] [--cache F]
 
 Generates orders events (sparkcep.simulate.generate_orders) for examples/orders.rules.json, routes them into one
 bucket and sorts them by (time, keyset, line), as sparkcep.spark.batch_eval does, then feeds them chunk by chunk
@@ -12,6 +12,7 @@ plus the final flush. Prints one line per round and the median.
 from __future__ import annotations
 
 import argparse
+import pickle
 import statistics
 import tempfile
 import time
@@ -76,9 +77,15 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=300_000)
     parser.add_argument("--chunk", type=int, default=100_000, help="rows per take, as an Arrow batch of the plan")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--cache", type=Path, help="keep the sorted rows in this file (made if missing)")
     args = parser.parse_args()
     program = Program(load_rules(RULES))
-    rows = _sorted_rows(args.events)
+    if args.cache is not None and args.cache.exists():
+        rows = pickle.loads(args.cache.read_bytes())
+    else:
+        rows = _sorted_rows(args.events)
+        if args.cache is not None:
+            args.cache.write_bytes(pickle.dumps(rows))
     figures = []
     for number in range(args.rounds):
         seconds, outputs, accepted = _round(program, rows, args.chunk)
