@@ -49,6 +49,15 @@ def _event_time(event: Buffered) -> int:
     return event[EVENT_TIME]
 
 
+def _soonest_timer(states: dict[int, State]) -> int | None:
+    soonest: int | None = None
+    for rule_state in states.values():
+        timer = rule_state[RULE_TIMER]
+        if timer is not None and (soonest is None or timer < soonest):
+            soonest = timer
+    return soonest
+
+
 class Engine:
     """Evaluates a :class:`Program` over one bucket at a time. Holds no per-key data itself."""
 
@@ -270,15 +279,16 @@ class Engine:
         logics = self._logics
         start_types = self._start_types
         last = len(ready) - 1
+        # A lower bound of the rules' timers (None: no timer): one comparison per event instead of a pass over
+        # the rules. Each event replaces only the states of its own rules, so taking the minimum with their new
+        # timers keeps it a bound; a pass that finds nothing due recomputes it exactly.
+        soonest = _soonest_timer(states)
         for position, event in enumerate(ready):
             time, event_id, event_type = event[EVENT_TIME], event[EVENT_ID], event[EVENT_TYPE]
             values, origin = event[EVENT_VALUES], event[EVENT_ORIGIN]
-            for rule_state in states.values():  # the timer pass only when a timer is due (most often none is)
-                timer = rule_state[RULE_TIMER]
-                if timer is not None and timer < time:
-                    self._fire_timers(key, states, time - 1, out, errors)
-                    break
-            last_at_time = position == last or ready[position + 1][EVENT_TIME] != time
+            if soonest is not None and soonest < time:  # the timer pass only when a timer may be due
+                self._fire_timers(key, states, time - 1, out, errors)
+                soonest = _soonest_timer(states)
             for indexes, value in values:
                 # An int: buffered by an earlier version, a (rule index, value) pair per rule (see StoredValues).
                 for index in (indexes,) if isinstance(indexes, int) else indexes:
@@ -294,16 +304,25 @@ class Engine:
                     except Exception as exc:  # one failing rule must not stop the others
                         errors.append(self._quarantine(states, index, key, time, event_id, exc))
                         continue
-                    try:
-                        while last_at_time and new is not None and new[RULE_TIMER] == time:  # its timer is due now
-                            new = logics[index].on_timer(new, time, key, out)
-                    except Exception as exc:
-                        errors.append(self._quarantine(states, index, key, time, None, exc))
-                        continue
                     if new is None:
                         states.pop(index, None)
-                    else:
-                        states[index] = new
+                        continue
+                    timer = new[RULE_TIMER]
+                    # Its timer is due now if this is the key's last released event at this time.
+                    if timer == time and (position == last or ready[position + 1][EVENT_TIME] != time):
+                        try:
+                            while new is not None and new[RULE_TIMER] == time:
+                                new = logics[index].on_timer(new, time, key, out)
+                        except Exception as exc:
+                            errors.append(self._quarantine(states, index, key, time, None, exc))
+                            continue
+                        if new is None:
+                            states.pop(index, None)
+                            continue
+                        timer = new[RULE_TIMER]
+                    states[index] = new
+                    if timer is not None and (soonest is None or timer < soonest):
+                        soonest = timer
 
     def _fire_timers(
         self, key: str, states: dict[int, State], upto: int, out: list[Record], errors: list[Record]
