@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
-from heapq import heappush
 
 from sparkcep.core.batch_result import Admitted, BatchResult
 from sparkcep.core.bucket_state import (
@@ -158,7 +157,7 @@ class Engine:
         # Keys that wake at or before upto by themselves come off the wake-up heap first, so that the loop below
         # adds each key that these events make due exactly once: the two lists are disjoint, no set is needed.
         due = state.pop_due(upto)
-        wakes = state.wakes()
+        wake_at = state.wake_later().append
         for slot, buffered in admitted.arrivals:
             time = buffered[EVENT_TIME]
             key_state = keys.get(slot)
@@ -167,14 +166,14 @@ class Engine:
                 if time <= upto:
                     due.append(slot)
                 else:
-                    heappush(wakes, (time, slot))
+                    wake_at((time, slot))
                 continue
             key_state[KEY_PENDING].append(buffered)
             wake: int | None = key_state[KEY_WAKE]
             if wake is None or time < wake:
                 key_state[KEY_WAKE] = time
                 if time > upto:
-                    heappush(wakes, (time, slot))  # the entry of the old wake-up goes stale
+                    wake_at((time, slot))  # the entry of the old wake-up goes stale
                 elif wake is None or wake > upto:  # due from now on, and not yet taken off the heap
                     due.append(slot)
         result = admitted.result
@@ -207,13 +206,13 @@ class Engine:
         keys = state.keys
         # Key order only affects the order of records within one call; sorted for reproducible output.
         due.sort()
-        wakes = state.wakes()
+        wake_at = state.wake_later().append
         advance_key = self._advance_key
         for slot in due:
             key_state = keys[slot]
             wake = advance_key(slot[1], key_state, watermark, out, errors, result)
             if wake is not None:
-                heappush(wakes, (wake, slot))
+                wake_at((wake, slot))
             elif not key_state[KEY_RULES]:  # no wake-up: no pending events; no rule state either
                 del keys[slot]
 
@@ -282,7 +281,11 @@ class Engine:
         # A lower bound of the rules' timers (None: no timer): one comparison per event instead of a pass over
         # the rules. Each event replaces only the states of its own rules, so taking the minimum with their new
         # timers keeps it a bound; a pass that finds nothing due recomputes it exactly.
-        soonest = _soonest_timer(states)
+        soonest: int | None = None
+        for rule_state in states.values():  # inlined _soonest_timer: a call per key costs more than this loop
+            timer = rule_state[RULE_TIMER]
+            if timer is not None and (soonest is None or timer < soonest):
+                soonest = timer
         for position, event in enumerate(ready):
             time, event_id, event_type = event[EVENT_TIME], event[EVENT_ID], event[EVENT_TYPE]
             values, origin = event[EVENT_VALUES], event[EVENT_ORIGIN]
