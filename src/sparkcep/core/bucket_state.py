@@ -8,6 +8,7 @@ snapshots of earlier versions (without lines, without origins, whole buckets ins
 from __future__ import annotations
 
 import gc
+import heapq
 import pickle
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -78,15 +79,77 @@ def new_key_state(pending: list[Buffered], rules: dict[int, State], wake: int | 
     return [pending, rules, wake]
 
 
+Slot = tuple[int, str]  # (keyset, key): one key of the bucket
+# Stale wake-up entries the index may hold beyond one per key before it is rebuilt (see BucketState.wakes).
+_SPARE_WAKES = 1024
+
+
 @dataclass(slots=True)
 class BucketState:
     """Every key of one bucket. ``registered_timer`` is the adapter's record of the timer it set."""
 
-    keys: dict[tuple[int, str], KeyState] = field(default_factory=dict)
+    keys: dict[Slot, KeyState] = field(default_factory=dict)
     registered_timer: int | None = None
     # The rule log this bucket evaluates (from the rule store, delivered through the control stream).
     rules_seq: int = 0
     rules_json: str | None = None
+    # A min-heap of (wake-up, slot), so that a release finds its due keys without reading every key's wake-up
+    # (that was linear in the keys held, per call: a bucket with a million open keys paid for all of them on
+    # every chunk). Derived from ``keys``, never stored: built on first use after a load (see :meth:`wakes`).
+    _wakes: list[tuple[int, Slot]] | None = field(default=None, init=False, repr=False, compare=False)
+    # Entries not yet in the heap. A push per released key costs a sift in Python's heap; appending here and
+    # merging at the next pop costs one heapify when many keys were released (as in a batch run's chunks,
+    # where it is most of the keys), and a push each when few were (a live micro-batch).
+    _later: list[tuple[int, Slot]] = field(default_factory=list, init=False, repr=False, compare=False)
+
+    def wakes(self) -> list[tuple[int, Slot]]:
+        """The wake-up heap, (re)built from ``keys`` when missing or mostly stale, with :meth:`wake_later`'s
+        entries merged in.
+
+        Invariant kept by the engine: every key with a wake-up has an entry with exactly that wake-up, in the heap
+        or in :meth:`wake_later`. Entries are invalidated lazily: one whose key is gone or whose key now wakes at
+        another time is skipped when popped, and the heap is rebuilt once stale entries outnumber the keys
+        (amortized: each rebuild follows as many entries as there are keys). Code that changes ``keys`` other
+        than through the engine must call :meth:`reindex` before the next engine call.
+        """
+        heap, later = self._wakes, self._later
+        if heap is None or len(heap) + len(later) > 2 * len(self.keys) + _SPARE_WAKES:
+            heap = [(ks[KEY_WAKE], slot) for slot, ks in self.keys.items() if ks[KEY_WAKE] is not None]
+            heapq.heapify(heap)
+            self._wakes = heap
+        elif later:
+            if 4 * len(later) >= len(heap):  # linear in the heap, but only after as many entries as a quarter of it
+                heap.extend(later)
+                heapq.heapify(heap)
+            else:
+                for entry in later:
+                    heapq.heappush(heap, entry)
+        later.clear()
+        return heap
+
+    def wake_later(self) -> list[tuple[int, Slot]]:
+        """Where the engine appends ``(wake-up, slot)`` entries; the next :meth:`wakes` merges them."""
+        return self._later
+
+    def reindex(self) -> None:
+        """Forget the wake-up heap: the next :meth:`wakes` rebuilds it from ``keys``."""
+        self._wakes = None
+        self._later.clear()
+
+    def pop_due(self, upto: int) -> list[Slot]:
+        """Remove from the heap, and return, the keys whose wake-up is at or before ``upto`` (unordered, no
+        repeats). The caller advances them and adds their new wake-ups."""
+        heap = self.wakes()
+        keys = self.keys
+        due: list[Slot] = []
+        heappop = heapq.heappop
+        while heap and heap[0][0] <= upto:
+            wake, slot = heappop(heap)
+            key_state = keys.get(slot)
+            # A key can hold two entries of its current wake-up (added again after it was released): once is enough.
+            if key_state is not None and key_state[KEY_WAKE] == wake and (not due or due[-1] != slot):
+                due.append(slot)
+        return due
 
     def to_bytes(self) -> bytes:
         data = (_SNAPSHOT_VERSION, self.keys, self.registered_timer, self.rules_seq, self.rules_json)
@@ -116,8 +179,15 @@ class BucketState:
         return cls(keys=keys, registered_timer=registered_timer, rules_seq=rules_seq, rules_json=rules_json)
 
     def next_wakeup(self) -> int | None:
-        wakes = [ks[KEY_WAKE] for ks in self.keys.values() if ks[KEY_WAKE] is not None]
-        return min(wakes) if wakes else None
+        heap = self.wakes()
+        keys = self.keys
+        while heap:  # drop stale entries from the top: the first valid one is the earliest wake-up
+            wake, slot = heap[0]
+            key_state = keys.get(slot)
+            if key_state is not None and key_state[KEY_WAKE] == wake:
+                return wake
+            heapq.heappop(heap)
+        return None
 
     def buffered_events(self) -> int:
         return sum(len(ks[KEY_PENDING]) for ks in self.keys.values())

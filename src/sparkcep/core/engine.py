@@ -13,6 +13,7 @@ the Spark adapter reads and writes state once per bucket and micro-batch instead
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 
 from sparkcep.core.batch_result import Admitted, BatchResult
@@ -30,6 +31,7 @@ from sparkcep.core.bucket_state import (
     BucketState,
     Buffered,
     KeyState,
+    Slot,
     collector_paused,
     new_key_state,
 )
@@ -40,6 +42,19 @@ from sparkcep.timeutil import format_iso
 
 # No watermark yet (Spark reports 0 before the first watermark is known).
 NO_WATERMARK = -(2**63)
+
+
+def _event_time(event: Buffered) -> int:
+    return event[EVENT_TIME]
+
+
+def _soonest_timer(states: dict[int, State]) -> int | None:
+    soonest: int | None = None
+    for rule_state in states.values():
+        timer = rule_state[RULE_TIMER]
+        if timer is not None and (soonest is None or timer < soonest):
+            soonest = timer
+    return soonest
 
 
 class Engine:
@@ -139,18 +154,30 @@ class Engine:
         hold other keys too.
         """
         keys = state.keys
+        # Keys that wake at or before upto by themselves come off the wake-up heap first, so that the loop below
+        # adds each key that these events make due exactly once: the two lists are disjoint, no set is needed.
+        due = state.pop_due(upto)
+        wake_at = state.wake_later().append
         for slot, buffered in admitted.arrivals:
             time = buffered[EVENT_TIME]
             key_state = keys.get(slot)
             if key_state is None:
                 keys[slot] = new_key_state([buffered], {}, time)
-            else:
-                key_state[KEY_PENDING].append(buffered)
-                wake: int | None = key_state[KEY_WAKE]
-                if wake is None or time < wake:
-                    key_state[KEY_WAKE] = time
+                if time <= upto:
+                    due.append(slot)
+                else:
+                    wake_at((time, slot))
+                continue
+            key_state[KEY_PENDING].append(buffered)
+            wake: int | None = key_state[KEY_WAKE]
+            if wake is None or time < wake:
+                key_state[KEY_WAKE] = time
+                if time > upto:
+                    wake_at((time, slot))  # the entry of the old wake-up goes stale
+                elif wake is None or wake > upto:  # due from now on, and not yet taken off the heap
+                    due.append(slot)
         result = admitted.result
-        self.advance(state, upto, result.outputs, result.errors, result)
+        self._release(state, upto, due, result.outputs, result.errors, result)
 
     def advance(
         self,
@@ -163,17 +190,30 @@ class Engine:
         """Release every buffered event and timer at or before ``watermark``, in event-time order.
 
         ``result`` gets the copies dropped on the way (counts, and conflicting copies as dead letters)."""
+        due = state.pop_due(watermark)
+        self._release(state, watermark, due, out, [] if errors is None else errors, result or BatchResult())
+
+    def _release(
+        self,
+        state: BucketState,
+        watermark: int,
+        due: list[Slot],
+        out: list[Record],
+        errors: list[Record],
+        result: BatchResult,
+    ) -> None:
+        """Advance ``due``: every key that wakes at or before ``watermark``, each once, off the wake-up heap."""
         keys = state.keys
-        due = [slot for slot, ks in keys.items() if ks[KEY_WAKE] is not None and ks[KEY_WAKE] <= watermark]
-        # Key order only affects the order of records within one call; sort for reproducible output.
+        # Key order only affects the order of records within one call; sorted for reproducible output.
         due.sort()
-        errors = [] if errors is None else errors
-        result = BatchResult() if result is None else result
+        wake_at = state.wake_later().append
+        advance_key = self._advance_key
         for slot in due:
             key_state = keys[slot]
-            _keyset, key = slot
-            self._advance_key(key, key_state, watermark, out, errors, result)
-            if not key_state[KEY_PENDING] and not key_state[KEY_RULES]:
+            wake = advance_key(slot[1], key_state, watermark, out, errors, result)
+            if wake is not None:
+                wake_at((wake, slot))
+            elif not key_state[KEY_RULES]:  # no wake-up: no pending events; no rule state either
                 del keys[slot]
 
     def _advance_key(
@@ -184,30 +224,46 @@ class Engine:
         out: list[Record],
         errors: list[Record],
         result: BatchResult,
-    ) -> None:
+    ) -> int | None:
+        """Release one key's events and timers at or before ``watermark``; its new wake-up (also in its state)."""
         pending: list[Buffered] = key_state[KEY_PENDING]
         states: dict[int, State] = key_state[KEY_RULES]
         if pending:
-            pending.sort()
-            cut = len(pending)
-            for index, event in enumerate(pending):
-                if event[EVENT_TIME] > watermark:
-                    cut = index
-                    break
-            ready, pending = pending[:cut], pending[cut:]
+            if len(pending) > 1:
+                pending.sort()
+            if pending[-1][EVENT_TIME] <= watermark:  # sorted input: all of them (no cut, no slices)
+                ready, pending = pending, []
+            else:
+                cut = bisect_right(pending, watermark, key=_event_time)
+                ready, pending = pending[:cut], pending[cut:]
             key_state[KEY_PENDING] = pending
-            if self._deduplicate and len(ready) > 1 and has_copies(ready):
-                ready = drop_copies(ready, result, self._logics)
-            self._dispatch(key, states, ready, out, errors)
-        if states:
-            self._fire_timers(key, states, watermark, out, errors)
-        # Recompute the key's wake-up: its earliest buffered event (the first, as they are sorted) or timer.
+            if ready:
+                if self._deduplicate and len(ready) > 1 and has_copies(ready):
+                    ready = drop_copies(ready, result, self._logics)
+                self._dispatch(key, states, ready, out, errors)
+        # The key's wake-up: its earliest buffered event (the first, as they are sorted) or timer. Timers due
+        # now fire first; one pass over the rules finds both, as most often none is due.
         wake: int | None = pending[0][EVENT_TIME] if pending else None
         for rule_state in states.values():
+            timer = rule_state[RULE_TIMER]
+            if timer is not None:
+                if timer <= watermark:
+                    self._fire_timers(key, states, watermark, out, errors)
+                    return self._wake_after_timers(key_state, pending)
+                if wake is None or timer < wake:
+                    wake = timer
+        key_state[KEY_WAKE] = wake
+        return wake
+
+    @staticmethod
+    def _wake_after_timers(key_state: KeyState, pending: list[Buffered]) -> int | None:
+        wake: int | None = pending[0][EVENT_TIME] if pending else None
+        for rule_state in key_state[KEY_RULES].values():
             timer = rule_state[RULE_TIMER]
             if timer is not None and (wake is None or timer < wake):
                 wake = timer
         key_state[KEY_WAKE] = wake
+        return wake
 
     def _dispatch(  # noqa: PLR0912 - the loop per rule runs for every event: inlined, not a call per rule
         self, key: str, states: dict[int, State], ready: list[Buffered], out: list[Record], errors: list[Record]
@@ -222,15 +278,20 @@ class Engine:
         logics = self._logics
         start_types = self._start_types
         last = len(ready) - 1
+        # A lower bound of the rules' timers (None: no timer): one comparison per event instead of a pass over
+        # the rules. Each event replaces only the states of its own rules, so taking the minimum with their new
+        # timers keeps it a bound; a pass that finds nothing due recomputes it exactly.
+        soonest: int | None = None
+        for rule_state in states.values():  # inlined _soonest_timer: a call per key costs more than this loop
+            timer = rule_state[RULE_TIMER]
+            if timer is not None and (soonest is None or timer < soonest):
+                soonest = timer
         for position, event in enumerate(ready):
             time, event_id, event_type = event[EVENT_TIME], event[EVENT_ID], event[EVENT_TYPE]
             values, origin = event[EVENT_VALUES], event[EVENT_ORIGIN]
-            for rule_state in states.values():  # the timer pass only when a timer is due (most often none is)
-                timer = rule_state[RULE_TIMER]
-                if timer is not None and timer < time:
-                    self._fire_timers(key, states, time - 1, out, errors)
-                    break
-            last_at_time = position == last or ready[position + 1][EVENT_TIME] != time
+            if soonest is not None and soonest < time:  # the timer pass only when a timer may be due
+                self._fire_timers(key, states, time - 1, out, errors)
+                soonest = _soonest_timer(states)
             for indexes, value in values:
                 # An int: buffered by an earlier version, a (rule index, value) pair per rule (see StoredValues).
                 for index in (indexes,) if isinstance(indexes, int) else indexes:
@@ -246,16 +307,25 @@ class Engine:
                     except Exception as exc:  # one failing rule must not stop the others
                         errors.append(self._quarantine(states, index, key, time, event_id, exc))
                         continue
-                    try:
-                        while last_at_time and new is not None and new[RULE_TIMER] == time:  # its timer is due now
-                            new = logics[index].on_timer(new, time, key, out)
-                    except Exception as exc:
-                        errors.append(self._quarantine(states, index, key, time, None, exc))
-                        continue
                     if new is None:
                         states.pop(index, None)
-                    else:
-                        states[index] = new
+                        continue
+                    timer = new[RULE_TIMER]
+                    # Its timer is due now if this is the key's last released event at this time.
+                    if timer == time and (position == last or ready[position + 1][EVENT_TIME] != time):
+                        try:
+                            while new is not None and new[RULE_TIMER] == time:
+                                new = logics[index].on_timer(new, time, key, out)
+                        except Exception as exc:
+                            errors.append(self._quarantine(states, index, key, time, None, exc))
+                            continue
+                        if new is None:
+                            states.pop(index, None)
+                            continue
+                        timer = new[RULE_TIMER]
+                    states[index] = new
+                    if timer is not None and (soonest is None or timer < soonest):
+                        soonest = timer
 
     def _fire_timers(
         self, key: str, states: dict[int, State], upto: int, out: list[Record], errors: list[Record]
