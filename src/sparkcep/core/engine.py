@@ -49,6 +49,7 @@ def _event_time(event: Buffered) -> int:
 
 
 def _soonest_timer(states: dict[int, State]) -> int | None:
+    """The earliest timer among a key's rule states (None: no rule has one set)."""
     soonest: int | None = None
     for rule_state in states.values():
         timer = rule_state[RULE_TIMER]
@@ -258,10 +259,9 @@ class Engine:
     @staticmethod
     def _wake_after_timers(key_state: KeyState, pending: list[Buffered]) -> int | None:
         wake: int | None = pending[0][EVENT_TIME] if pending else None
-        for rule_state in key_state[KEY_RULES].values():
-            timer = rule_state[RULE_TIMER]
-            if timer is not None and (wake is None or timer < wake):
-                wake = timer
+        timer = _soonest_timer(key_state[KEY_RULES])
+        if timer is not None and (wake is None or timer < wake):
+            wake = timer
         key_state[KEY_WAKE] = wake
         return wake
 
@@ -281,11 +281,7 @@ class Engine:
         # A lower bound of the rules' timers (None: no timer): one comparison per event instead of a pass over
         # the rules. Each event replaces only the states of its own rules, so taking the minimum with their new
         # timers keeps it a bound; a pass that finds nothing due recomputes it exactly.
-        soonest: int | None = None
-        for rule_state in states.values():  # inlined _soonest_timer: a call per key costs more than this loop
-            timer = rule_state[RULE_TIMER]
-            if timer is not None and (soonest is None or timer < soonest):
-                soonest = timer
+        soonest = _soonest_timer(states)
         for position, event in enumerate(ready):
             time, event_id, event_type = event[EVENT_TIME], event[EVENT_ID], event[EVENT_TYPE]
             values, origin = event[EVENT_VALUES], event[EVENT_ORIGIN]
