@@ -52,7 +52,7 @@ def batch_job(table: Path, out: Path) -> None:
     from sparkcep.api import detect
     from sparkcep.spark.session import SparkSettings, get_or_create_session
 
-    spark = get_or_create_session(SparkSettings(app_name="api-bench-batch"))
+    spark = get_or_create_session(SparkSettings(app_name="api-bench-batch", jit="full"))
     session_s = time.monotonic() - started
     found = detect(spark.read.parquet(str(table)), str(RULES))
     found.outputs.select("record").write.mode("overwrite").text(str(out))

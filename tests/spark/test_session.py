@@ -130,3 +130,17 @@ def test_the_class_archive_options_come_before_the_users_java_options() -> None:
     mine = SparkSettings(extra_conf={"spark.driver.extraJavaOptions": "-Dx=1"})
     options = base_conf(mine, "-XX:SharedArchiveFile=/c/k.jsa -Xlog:cds=off")["spark.driver.extraJavaOptions"]
     assert options.endswith("-XX:SharedArchiveFile=/c/k.jsa -Xlog:cds=off -Dx=1")
+
+
+def test_the_full_jit_leaves_the_jvms_own_compilers_and_an_unknown_jit_is_refused() -> None:
+    from sparkcep.spark.session import SparkSettings, base_conf
+
+    quick = base_conf(SparkSettings(extra_conf={"spark.driver.extraJavaOptions": "-Dx=1"}))
+    full = base_conf(SparkSettings(jit="full", extra_conf={"spark.driver.extraJavaOptions": "-Dx=1"}))
+    assert quick["spark.driver.extraJavaOptions"] == "-XX:+ExitOnOutOfMemoryError -XX:TieredStopAtLevel=1 -Dx=1"
+    assert full["spark.driver.extraJavaOptions"] == "-XX:+ExitOnOutOfMemoryError -Dx=1"
+    assert {k: v for k, v in quick.items() if k != "spark.driver.extraJavaOptions"} == {
+        k: v for k, v in full.items() if k != "spark.driver.extraJavaOptions"
+    }
+    with pytest.raises(ValueError, match=r"SparkSettings.jit: expected one of \['quick', 'full'\], got 'c2'"):
+        SparkSettings(jit="c2")  # type: ignore[arg-type]

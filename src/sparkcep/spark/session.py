@@ -8,7 +8,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, get_args
 
 from sparkcep.errors import EnvironmentProblem
 from sparkcep.spark.class_archive import class_archive_options
@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+# How the driver JVM compiles (in local mode it is the executor too): see _QUICK_JIT.
+Jit = Literal["quick", "full"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,14 @@ class SparkSettings:
     app_name: str = "sparkcep"
     driver_memory: str = "2g"
     extra_conf: dict[str, str] = field(default_factory=dict)
+    # "quick": C1 only (_QUICK_JIT), for sparkcep's own streaming runs; "full": C1 then C2, the JVM's default, for
+    # a batch frame of millions of rows evaluated in local mode (sparkcep.api.detect), whose JVM does to_json, the
+    # sort and the Arrow conversions. Executors on a cluster are not affected: sparkcep sets no executor option.
+    jit: Jit = "quick"
+
+    def __post_init__(self) -> None:
+        if self.jit not in get_args(Jit):
+            raise ValueError(f"SparkSettings.jit: expected one of {list(get_args(Jit))}, got {self.jit!r}")
 
 
 # A JVM out of heap may lose a thread that Spark waits on (a task result getter) and hang for good: end it
@@ -42,6 +52,10 @@ _EXIT_ON_OOM = "-XX:+ExitOnOutOfMemoryError"
 # backfill C2's compiler threads took half of the JVM's CPU (18 of 37 s), C1 alone brings the JVM to 21 s
 # (bench/README.md, "Where the time goes"). In local mode the driver is the executor too. A user's own
 # -XX:TieredStopAtLevel in spark.driver.extraJavaOptions comes later and wins.
+# Where the JVM does the per-row work, C2 pays: the batch plan over a 10M-row Parquet table took 149-157 CPU s and
+# 80-84 s with C2 against 180-182 CPU s and 99 s with C1 only (at 1M, C1 only still wins: 27 against 33 CPU s),
+# while the streaming backfill of the same 10M events stays better with C1 only (232 against 250 CPU s):
+# SparkSettings.jit chooses (bench/README.md, "The JIT for a batch frame").
 _QUICK_JIT = "-XX:TieredStopAtLevel=1"
 
 
@@ -69,7 +83,9 @@ def base_conf(settings: SparkSettings, class_archive: str = "") -> dict[str, str
             else {"spark.sql.shuffle.partitions": str(settings.shuffle_partitions)}
         ),
         **settings.extra_conf,
-        "spark.driver.extraJavaOptions": f"{_EXIT_ON_OOM} {_QUICK_JIT} {java_options}".strip(),
+        "spark.driver.extraJavaOptions": " ".join(
+            option for option in (_EXIT_ON_OOM, _QUICK_JIT if settings.jit == "quick" else "", java_options) if option
+        ),
     }
 
 
