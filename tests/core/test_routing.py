@@ -22,6 +22,7 @@ from sparkcep.core.routing import (
     UNROUTED,
     Router,
     RoutingSpec,
+    readable_time,
     spark_pmod_hash,
     spark_pmod_hash_text,
 )
@@ -186,3 +187,27 @@ def test_the_file_reader_records_its_batch_clock_and_plans_nothing_when_nothing_
 
 def test_kafka_offsets_without_the_clock_are_the_partitions() -> None:
     assert positions({"t:0": 5, "t:1": 7, NOW_KEY: 123}) == {"t:0": 5, "t:1": 7}
+
+
+_TIMED = b'{"occurred_at":"2024-01-01T00:00:00.250Z","event_type":"A","order_number":"o1"}'
+LINE_BYTES = (
+    st.binary(max_size=60)
+    | st.sampled_from([
+        _TIMED, _TIMED + b"\n", _TIMED + b"\r\n", b"\xef\xbb\xbf" + _TIMED, _TIMED.replace(b"o1", b"\xff\xfe"),
+        _TIMED.replace(b"o1", "ü\U0001f600".encode()), _TIMED.replace(b"o1", b"\xed\xa0\x80"),  # a UTF-8 surrogate
+        _TIMED.replace(b"o1", b"\\ud800"), _TIMED[:-1], b'{"occurred_at":1704067200250}', b"[1]", b"",
+        b'{"occurred_at":"2024-01-01T00:00:00.250Z","__sparkcep_control__":"x"}',
+    ])
+    | st.builds(lambda head, tail: head + _TIMED + tail, st.binary(max_size=4), st.binary(max_size=4))
+)  # fmt: skip
+
+
+@given(LINE_BYTES)
+def test_a_lines_bytes_give_the_time_its_text_gives_and_none_when_they_are_not_utf8(raw: bytes) -> None:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        expected = None
+    else:
+        expected = readable_time(text, "occurred_at")
+    assert readable_time(raw, "occurred_at") == expected

@@ -80,10 +80,13 @@ def key_of(obj: dict[str, Any], fields: tuple[str, ...], line: str) -> str:
         return key_of(exact, fields, "")
 
 
-def readable_time(line: str, time_field: str) -> int | None:
+def readable_time(line: str | bytes, time_field: str) -> int | None:
     """The event time a line gives the watermark (as :meth:`Router.route` reads it): any JSON object with a
     readable time field, whatever else is wrong with it (an event type no rule consumes, a missing key); None for
-    a line carrying a field reserved for control records, and under arrival time (a line carries none)."""
+    a line carrying a field reserved for control records, and under arrival time (a line carries none).
+
+    ``line`` may be the line's bytes: orjson reads them as UTF-8 and refuses what is not, as decoding first would
+    (the file sources' event-time index reads every line so, without a copy of it as text)."""
     if is_arrival(time_field):
         return None
     try:

@@ -147,10 +147,7 @@ class FileLag:
             pieces = pieces[1:]  # the first piece may be the end of a line cut in two
         newest = None
         for piece in pieces:
-            try:
-                found = readable_time(piece.decode("utf-8"), self.time_field)
-            except UnicodeDecodeError:
-                continue
+            found = readable_time(piece, self.time_field)  # None for a line that is not UTF-8
             if found is not None and (newest is None or found > newest):
                 newest = found
         return newest

@@ -23,7 +23,7 @@ checkpoint, so a re-run batch reads exactly the same lines. Options (Spark lower
   Spark packed rows (:mod:`sparkcep.io.packed`), so no line is parsed in the JVM;
 - ``packlines``: the lines routed into one packed batch (default 20,000): a packed row per bucket for that many.
 
-Rows: with ``routing``, packed rows (:data:`sparkcep.io.packed.PACKED_DDL`); without, ``value``, a line's bytes as
+Rows: with ``routing``, packed rows (:data:`sparkcep.io.packed_ddl.PACKED_DDL`); without, ``value``, a line's bytes as
 they are. A batch's end offset records the wall clock when it was planned (``now``), which routing judges event
 times against (the run's max time ahead): a batch run again after a crash judges its lines as the first run did.
 
@@ -66,7 +66,7 @@ from sparkcep.io.file_plan import (
     tasks,
     waiting,
 )
-from sparkcep.io.packed import PACKED_DDL
+from sparkcep.io.packed_ddl import PACKED_DDL
 from sparkcep.storage import Location, location
 
 if TYPE_CHECKING:
@@ -237,11 +237,7 @@ class FilesStreamReader(DataSourceStreamReader):
         bound = None if self.options.max_ahead_ms is None else int(time.time() * 1000) + self.options.max_ahead_ms
 
         def time_of(raw: bytes) -> int | None:
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                return None
-            found = readable_time(text, field)
+            found = readable_time(raw, field)  # a line that is not UTF-8 has no time, as the Router reads it
             return None if found is None or (bound is not None and found > bound) else found
 
         with self._files.opened(file.name, 0) as handle:

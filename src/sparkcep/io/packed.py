@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from sparkcep.core.routing import Routed, Router, RoutingSpec
+from sparkcep.io.packed_ddl import PACKED_DDL
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -38,7 +39,6 @@ PACKED_SCHEMA = pa.schema(
         ("times", pa.list_(pa.int64())),
     ]
 )
-PACKED_DDL = "bucket int, keysets array<int>, lines array<string>, origins array<string>, ts_ms long, times array<long>"
 # Input of route_batches (a source Spark reads itself): the line or record value, where it came from (JSON text
 # or null), and the batch's wall clock in epoch ms (Spark's current_timestamp(), fixed per micro-batch).
 LINE_COLUMNS = ("value", "origin", "now_ms")

@@ -19,7 +19,7 @@ re-run after a crash reads exactly the same records. Options (Spark lower-cases 
 - ``routing``: a :class:`sparkcep.core.routing.RoutingSpec` as JSON: the tasks route the records they read and
   hand Spark packed rows (:mod:`sparkcep.io.packed`), so no record is parsed in the JVM.
 
-Rows: with ``routing``, packed rows (:data:`sparkcep.io.packed.PACKED_DDL`), each record's origin its topic,
+Rows: with ``routing``, packed rows (:data:`sparkcep.io.packed_ddl.PACKED_DDL`), each record's origin its topic,
 partition and offset; without, ``value`` (the record value as bytes), ``topic``, ``partition``, ``offset``,
 ``timestamp`` (ms). A batch's end offset also records the wall clock when it was planned (key ``now``), which
 routing judges event times against (the run's max time ahead), the same way when the batch runs again.
@@ -40,7 +40,7 @@ from sparkcep.arrival import batch_clock
 from sparkcep.io.alignment import DEFAULT_TARGET_RECORDS, Planned, StepRule, adapted_step
 from sparkcep.io.kafka import client as kafka
 from sparkcep.io.kafka.offsets import NOW_KEY, aligned, capped, partition_name, positions, split_name
-from sparkcep.io.packed import PACKED_DDL
+from sparkcep.io.packed_ddl import PACKED_DDL
 from sparkcep.timeutil import parse_event_time
 
 SOURCE_NAME = "sparkcep_kafka"
