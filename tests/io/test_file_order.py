@@ -25,9 +25,7 @@ from sparkcep.io.alignment import Planned, StepRule, adapted_step
 from sparkcep.io.file_plan import (
     FileOffsets,
     Listed,
-    TimeIndex,
     aligned_ends,
-    index_lines,
     line_blocks,
     line_pieces,
     lines_between,
@@ -38,6 +36,7 @@ from sparkcep.io.file_plan import (
 )
 from sparkcep.io.file_reader import FilesStreamReader, ReaderOptions, list_directory
 from sparkcep.io.files import FileSource
+from sparkcep.io.time_index import TimeIndex, index_lines
 
 DELAY = 5_000
 

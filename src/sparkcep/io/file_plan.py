@@ -22,13 +22,12 @@ Positions and sizes are those of a file's *content*: its bytes, or for a compres
 
 from __future__ import annotations
 
-from array import array
-from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from sparkcep.io.time_index import TimeIndex
 from sparkcep.storage import Location, location
 
 OFFSETS_VERSION = 1
@@ -319,63 +318,6 @@ def line_blocks(handle: ByteSource, length: int) -> Iterator[list[bytes]]:
 
 
 # -- event-time index and aligned planning ----------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TimeIndex:
-    """Where a file's running maximum of event time enters each step of event time.
-
-    Entry ``i``: from the line at byte ``positions[i]`` (line number ``line_numbers[i]``) on, the largest event
-    time read so far lies in step ``steps[i]`` (``time // granularity_ms``); ``steps`` increases strictly. Lines
-    whose time cannot be read (not JSON, no time field, not UTF-8, past the time-ahead bound) do not count.
-    One entry per step of event time at most, whatever the number of lines.
-    """
-
-    size: int
-    lines: int
-    granularity_ms: int
-    positions: Sequence[int]  # arrays of 8-byte integers: a year of 10-minute steps is about 1.2 MB a file
-    line_numbers: Sequence[int]
-    steps: Sequence[int]
-
-    def line_at(self, position: int) -> int:
-        """The line number at byte ``position`` (at an entry or the end; elsewhere the entry before it)."""
-        if position >= self.size:
-            return self.lines
-        i = bisect_right(self.positions, position) - 1
-        return self.line_numbers[i] if i >= 0 else 0
-
-    def waiting_step(self, position: int) -> int | None:
-        """The step of event time the lines from ``position`` on are held at (None: none of them has a time)."""
-        if not self.steps or position >= self.size:
-            return None
-        i = bisect_right(self.positions, position) - 1
-        return self.steps[max(i, 0)]
-
-    def end_for(self, position: int, horizon_step: int) -> int:
-        """Where a batch reading up to ``horizon_step`` stops: at the first line whose running maximum reaches it."""
-        j = bisect_left(self.steps, horizon_step)
-        return self.size if j == len(self.steps) else max(position, self.positions[j])
-
-
-def index_lines(pieces: Iterable[bytes], time_of: Callable[[bytes], int | None], granularity_ms: int) -> TimeIndex:
-    """The :class:`TimeIndex` of a file given as its lines with line breaks (see :func:`line_pieces`)."""
-    positions = array("q")
-    line_numbers = array("q")
-    steps = array("q")
-    top = -1
-    position = 0
-    line = 0
-    for piece in pieces:
-        time = time_of(piece)
-        if time is not None and time // granularity_ms > top:
-            top = time // granularity_ms
-            positions.append(position)
-            line_numbers.append(line)
-            steps.append(top)
-        position += len(piece)
-        line += 1
-    return TimeIndex(position, line, granularity_ms, positions, line_numbers, steps)
 
 
 def aligned_ends(

@@ -37,8 +37,10 @@ row of :data:`sparkcep.core.routing.UNREADABLE` whose line is the reason, naming
 from __future__ import annotations
 
 import json
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -52,11 +54,9 @@ from sparkcep.io.file_plan import (
     FileOffsets,
     Listed,
     Positions,
-    TimeIndex,
     aligned_ends,
     capped_ends,
     cut_lines,
-    index_lines,
     line_blocks,
     line_pieces,
     lines_between,
@@ -67,6 +67,7 @@ from sparkcep.io.file_plan import (
     waiting,
 )
 from sparkcep.io.packed_ddl import PACKED_DDL
+from sparkcep.io.time_index import TimeIndex, index_ahead
 from sparkcep.storage import Location, location
 
 if TYPE_CHECKING:
@@ -170,6 +171,16 @@ class FilesStreamReader(DataSourceStreamReader):
         self._step = options.align_step_ms or 0  # the step the last aligned batch used
         self._indexes: dict[str, TimeIndex] = {}
         self._files = CompressedFiles(options.path)
+        # Planning and the thread that reads the indexes ahead between batches (see sparkcep.io.time_index) take
+        # turns under this lock. Made on first use: Spark pickles a reader that never plans (its read function).
+        self._lock: threading.Lock | None = None
+        self._stopping: threading.Event | None = None
+        self._ahead: threading.Thread | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.update(_indexes={}, _lock=None, _stopping=None, _ahead=None)  # this process's planning only
+        return state
 
     def initialOffset(self) -> dict[str, object]:
         return (self.options.starting or FileOffsets.empty()).to_json()
@@ -180,6 +191,14 @@ class FilesStreamReader(DataSourceStreamReader):
         return ReadMaxFiles(self.options.max_files)
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, object]:
+        if self._lock is None:
+            self._lock, self._stopping = threading.Lock(), threading.Event()
+        with self._lock:
+            found = self._latest(start, limit)
+        self._read_ahead()
+        return found
+
+    def _latest(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, object]:
         offsets = FileOffsets.from_json(start)
         files = self._waiting(offsets)
         if self.options.align_step_ms is None:
@@ -191,6 +210,27 @@ class FilesStreamReader(DataSourceStreamReader):
         if advanced.files == offsets.files:
             return start  # nothing new: the same offsets, so that Spark plans no batch
         return replace(advanced, now_ms=batch_clock(int(time.time() * 1000), offsets.now_ms)).to_json()
+
+    def _read_ahead(self) -> None:
+        """Have a thread read the incomplete indexes on while Spark runs the batch just planned (one at a time)."""
+        if (self._ahead is not None and self._ahead.is_alive()) or all(i.complete for i in self._indexes.values()):
+            return
+        assert self._lock is not None and self._stopping is not None
+        lock, stopping = self._lock, self._stopping
+
+        def indexes() -> list[TimeIndex]:
+            return list(self._indexes.values())
+
+        self._ahead = threading.Thread(
+            target=index_ahead, args=(indexes, lock, stopping), name="sparkcep-file-index", daemon=True
+        )
+        self._ahead.start()
+
+    def stop(self) -> None:
+        if self._stopping is not None:
+            self._stopping.set()
+        if self._ahead is not None:
+            self._ahead.join(timeout=30)  # one turn of AHEAD_LINES lines at most
 
     def _waiting(self, offsets: FileOffsets) -> list[Listed]:
         """The files with lines not read yet, each with the size of its content it is read to: a compressed file
@@ -226,22 +266,33 @@ class FilesStreamReader(DataSourceStreamReader):
             return cut_lines(handle, first, stop, lines, size)
 
     def _index(self, file: Listed, granularity_ms: int) -> TimeIndex:
-        """The file's event-time index up to the size it is read to, built once per query (a pass over it)."""
+        """The file's event-time index up to the size it is read to: made once per query and size, read as far as
+        planning asks (a compressed file's at once: its stream cannot be entered in the middle)."""
         known = self._indexes.get(file.name)
         if known is not None and known.size == file.size:
             return known
+        if known is not None:
+            known.close()
         from sparkcep.core.routing import readable_time
 
         field = self.options.time_field
         assert field is not None
+        # One bound for the whole file, fixed when its index is made, whenever its lines are read.
         bound = None if self.options.max_ahead_ms is None else int(time.time() * 1000) + self.options.max_ahead_ms
+        name, size, files = file.name, file.size, self._files
 
         def time_of(raw: bytes) -> int | None:
             found = readable_time(raw, field)  # a line that is not UTF-8 has no time, as the Router reads it
             return None if found is None or (bound is not None and found > bound) else found
 
-        with self._files.opened(file.name, 0) as handle:
-            index = index_lines(line_pieces(handle, file.size), time_of, granularity_ms)
+        @contextmanager
+        def pieces_from(position: int) -> Iterator[Iterable[bytes]]:
+            with files.opened(name, position) as handle:
+                yield line_pieces(handle, size - position)
+
+        index = TimeIndex(pieces_from, size, time_of, granularity_ms)
+        if files.facts(name) is not None:
+            index.finish()
         self._indexes[file.name] = index
         return index
 

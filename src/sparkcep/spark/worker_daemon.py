@@ -1,11 +1,16 @@
 """The Python worker daemon sparkcep's sessions start (``spark.python.daemon.module``): PySpark's own daemon, warm.
 
-Spark starts one daemon per worker module (the data workers, the planners of a Python data source) and the daemon
-forks a process for each worker. Left as it is, every forked worker imports pyspark, pandas, pyarrow and sparkcep
-itself, and imports pyspark from ``$SPARK_HOME/python/lib/pyspark.zip``, which Spark puts first on the workers'
-``PYTHONPATH``: Python cannot cache compiled code for a zip, so each worker compiles pyspark's SQL modules from
-source. Measured on the 1M-order backfill (bench/README.md, "Where the time goes"): about 2 s of CPU per worker
-process, 36 % of all Python CPU of the run, and most of the first micro-batch's extra seconds.
+Spark starts a daemon per worker module and the daemon forks a process for each worker. Spark 4.3 starts only
+the data workers (``pyspark.worker``) from this module: the planners of a Python data source
+(``pyspark.sql.worker.create_data_source``, ``plan_data_source_read``, ...) come from ``pyspark.daemon`` itself,
+whatever ``spark.python.daemon.module`` says (py-spy over a 1M-order run, 2026-11-28), so they import what they
+need anew; sparkcep's package imports lazily for them (``sparkcep/__init__.py``).
+
+Left as it is, every forked data worker imports pyspark, pandas, pyarrow and sparkcep itself, and imports
+pyspark from ``$SPARK_HOME/python/lib/pyspark.zip``, which Spark puts first on the workers' ``PYTHONPATH``:
+Python cannot cache compiled code for a zip, so each worker compiles pyspark's SQL modules from source. Measured
+on the 1M-order backfill (bench/README.md, "Where the time goes"): about 2 s of CPU per worker process, 36 % of
+all Python CPU of the run, and most of the first micro-batch's extra seconds.
 
 This daemon imports all of that once, from the installed (compiled) package when the zip is a copy of it, then
 runs PySpark's daemon unchanged: its forks start with everything imported. ``gc.freeze`` keeps the imported
@@ -20,7 +25,7 @@ import os
 import sys
 
 # What a worker of each kind imports before its first task (the data workers run sparkcep's processor and
-# sources; the planners of a Python data source need its module).
+# sources). Another kind (none in Spark 4.3, see the module docs) gets the data sources' modules and its own.
 _PRELOAD = {
     "pyspark.worker": (
         "pyspark.worker",
