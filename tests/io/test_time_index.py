@@ -14,7 +14,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from sparkcep.io.file_plan import FileOffsets
 from sparkcep.io.file_reader import FilesStreamReader, ReaderOptions
-from sparkcep.io.time_index import AHEAD_LINES, TimeIndex, index_ahead, index_lines
+from sparkcep.io.time_index import AHEAD_LINES, TimeIndex, Turns, index_ahead, index_lines
 
 
 def event(time: int | None, n: int) -> bytes:
@@ -116,33 +116,53 @@ def test_a_file_shorter_than_listed_ends_where_its_content_ends() -> None:
 
 
 def test_reading_ahead_completes_every_index_in_turns_and_stops_when_asked() -> None:
-    import threading
-
     sources = [Counted([event(t, t) for t in range(0, AHEAD_LINES + 10)]) for _ in range(2)]
     indexes = [s.index(1_000) for s in sources]
-    lock = threading.Lock()
-    stopped = threading.Event()
-    stopped.set()
-    index_ahead(lambda: indexes, lock, stopped)
+    stopped = Turns()
+    stopped.stopping.set()
+    index_ahead(lambda: indexes, stopped)
     assert not any(i.read for i in indexes)  # asked to stop before the first turn
-    index_ahead(lambda: indexes, lock, threading.Event())
+    index_ahead(lambda: indexes, Turns())
     assert all(i.complete for i in indexes)
     # Two turns each, the file opened once: the second turn goes on where the first stopped; closed at the end.
     assert [(s.opened, s.closed, s.handed) for s in sources] == [(1, 1, AHEAD_LINES + 10)] * 2
 
 
 def test_a_stopped_read_ahead_closes_its_file_and_planning_goes_on_from_where_it_stopped() -> None:
-    import threading
-
     source = Counted([event(t, t) for t in range(0, 2 * AHEAD_LINES)])
     index = source.index(1_000)
     assert index.read_ahead(AHEAD_LINES) is False and source.opened == 1 and source.closed == 0
-    stop = threading.Event()
-    stop.set()
-    index_ahead(lambda: [index], threading.Lock(), stop)  # stopped: closes what it kept open
+    turns = Turns()
+    turns.stopping.set()
+    index_ahead(lambda: [index], turns)  # stopped: closes what it kept open
     assert source.closed == 1
     assert index.end_for(0, 10**9) == index.size and source.handed == 2 * AHEAD_LINES  # no line read twice
     assert index.lines == 2 * AHEAD_LINES and (source.opened, source.closed) == (2, 2)
+
+
+def test_planning_waits_for_one_turn_of_the_thread_at_most() -> None:
+    """The thread gives way between turns while planning waits (a plain lock let it take every turn first)."""
+    import threading
+
+    sources = [Counted([event(t, t) for t in range(0, 20 * AHEAD_LINES, 10)]) for _ in range(3)]
+    indexes = [s.index(1_000) for s in sources]
+    turns = Turns()
+    first_turn = threading.Event()
+    read_when_planned: list[int] = []
+
+    def listed() -> list[TimeIndex]:
+        first_turn.set()
+        return indexes
+
+    thread = threading.Thread(target=index_ahead, args=(listed, turns))
+    thread.start()
+    first_turn.wait(timeout=30)
+    with turns.planning():
+        read_when_planned.append(sum(s.handed for s in sources))
+    turns.stopping.set()
+    thread.join(timeout=30)
+    assert read_when_planned[0] <= 2 * AHEAD_LINES  # the turn under way, and maybe one that began meanwhile
+    assert sum(s.handed for s in sources) < sum(len(s.pieces) for s in sources)  # stopped before the end
 
 
 def _lines(count: int, start: int = 1_704_067_200_000) -> str:
@@ -175,7 +195,7 @@ def test_the_file_reader_plans_its_first_batch_before_the_backlog_is_indexed(tmp
     lazy.stop()
     assert lazy._ahead is not None and not lazy._ahead.is_alive()
     copy = pickle.loads(pickle.dumps(lazy))  # Spark pickles readers: the lock and the thread stay here
-    assert copy._lock is None and copy._indexes == {} and copy.options == lazy.options
+    assert copy._turns is None and copy._indexes == {} and copy.options == lazy.options
 
 
 def test_a_reader_reads_the_indexes_ahead_to_their_ends_between_batches(tmp_path: Path) -> None:

@@ -67,7 +67,7 @@ from sparkcep.io.file_plan import (
     waiting,
 )
 from sparkcep.io.packed_ddl import PACKED_DDL
-from sparkcep.io.time_index import TimeIndex, index_ahead
+from sparkcep.io.time_index import TimeIndex, Turns, index_ahead
 from sparkcep.storage import Location, location
 
 if TYPE_CHECKING:
@@ -172,14 +172,14 @@ class FilesStreamReader(DataSourceStreamReader):
         self._indexes: dict[str, TimeIndex] = {}
         self._files = CompressedFiles(options.path)
         # Planning and the thread that reads the indexes ahead between batches (see sparkcep.io.time_index) take
-        # turns under this lock. Made on first use: Spark pickles a reader that never plans (its read function).
-        self._lock: threading.Lock | None = None
-        self._stopping: threading.Event | None = None
+        # turns. Made on first use: Spark pickles a reader that never plans (its read function), and locks do not
+        # pickle.
+        self._turns: Turns | None = None
         self._ahead: threading.Thread | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state.update(_indexes={}, _lock=None, _stopping=None, _ahead=None)  # this process's planning only
+        state.update(_indexes={}, _turns=None, _ahead=None)  # this process's planning only
         return state
 
     def initialOffset(self) -> dict[str, object]:
@@ -191,9 +191,9 @@ class FilesStreamReader(DataSourceStreamReader):
         return ReadMaxFiles(self.options.max_files)
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, object]:
-        if self._lock is None:
-            self._lock, self._stopping = threading.Lock(), threading.Event()
-        with self._lock:
+        if self._turns is None:
+            self._turns = Turns()
+        with self._turns.planning():
             found = self._latest(start, limit)
         self._read_ahead()
         return found
@@ -215,20 +215,19 @@ class FilesStreamReader(DataSourceStreamReader):
         """Have a thread read the incomplete indexes on while Spark runs the batch just planned (one at a time)."""
         if (self._ahead is not None and self._ahead.is_alive()) or all(i.complete for i in self._indexes.values()):
             return
-        assert self._lock is not None and self._stopping is not None
-        lock, stopping = self._lock, self._stopping
+        assert self._turns is not None
 
         def indexes() -> list[TimeIndex]:
             return list(self._indexes.values())
 
         self._ahead = threading.Thread(
-            target=index_ahead, args=(indexes, lock, stopping), name="sparkcep-file-index", daemon=True
+            target=index_ahead, args=(indexes, self._turns), name="sparkcep-file-index", daemon=True
         )
         self._ahead.start()
 
     def stop(self) -> None:
-        if self._stopping is not None:
-            self._stopping.set()
+        if self._turns is not None:
+            self._turns.stopping.set()
         if self._ahead is not None:
             self._ahead.join(timeout=30)  # one turn of AHEAD_LINES lines at most
 
