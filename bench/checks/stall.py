@@ -38,6 +38,12 @@ from run_state_bench import Streaming
 Roots = Callable[[], list[psutil.Process]]  # the tops of the job's tree (bench/treerss.py's TreeWatch.roots)
 STOPPED_WAIT_S = 1.0  # at most this long for one process to halt after SIGSTOP (one in a system call may lag)
 EPSILON_S = 1e-6  # two sums of the same schedule may differ in their last bit
+# Where in a second of the wall clock the inputs arrive. Spark starts a processing-time trigger's batches at whole
+# multiples of its interval since the epoch (1 s here), so an input waits for the next whole second before any
+# batch can read it: with the feed started whenever the backfill ended, that wait was a random 0-1 s per run, and
+# two runs of one code differed by it (medians 0.23-0.77 s over six runs on 2026-11-28). A fixed phase makes the
+# wait the same half second in every run of every code.
+FEED_PHASE_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -158,7 +164,8 @@ def terminable() -> Iterator[None]:
 
 
 def feed_inputs(job: Streaming, place: Callable[[int], float], feed: Feed, roots: Roots, name: str) -> Feeding:
-    """Place input ``i`` (``place(i)`` returns its arrival) at ``start + i * interval``. With a stall, the tree
+    """Place input ``i`` (``place(i)`` returns its arrival) at ``start + i * interval``, ``start`` the next moment
+    :data:`FEED_PHASE_S` past a whole second of the wall clock. With a stall, the tree
     is stopped at the moment input ``feed.stall_index`` is due (just before placing it) and resumed
     ``feed.stall_s`` after that moment, before an input due at that very moment (which then arrives after the
     stall). Raises SystemExit when the job ends."""
@@ -166,7 +173,7 @@ def feed_inputs(job: Streaming, place: Callable[[int], float], feed: Feed, roots
     arrivals: list[float] = []
     stopped: tuple[float, int] | None = None  # wall clock of the stop, processes stopped
     window: Window | None = None
-    start = time.monotonic()
+    start = time.monotonic() + (FEED_PHASE_S - time.time()) % 1.0
     resume_due = start + feed.stall_index * feed.interval_s + feed.stall_s
     with terminable():
         try:
