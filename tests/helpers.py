@@ -94,3 +94,17 @@ def transactions(count: int, seed: int) -> list[str]:
             )
         )
     return lines
+
+
+def indexed_line(time: int | None, n: int) -> bytes:
+    """A line for the files' event-time index: ``{"n": n, "t": time}``, or a line that is not JSON for no time."""
+    return (json.dumps({"n": n, "t": time}) if time is not None else f"not json {n}").encode() + b"\n"
+
+
+def indexed_time(raw: bytes) -> int | None:
+    """The time :func:`indexed_line` gave a line (None: it has none)."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value["t"] if isinstance(value.get("t"), int) else None

@@ -38,6 +38,9 @@ from sparkcep.io.file_reader import FilesStreamReader, ReaderOptions, list_direc
 from sparkcep.io.files import FileSource
 from sparkcep.io.time_index import TimeIndex, index_lines
 
+from helpers import indexed_line as event
+from helpers import indexed_time as time_of
+
 DELAY = 5_000
 
 
@@ -220,18 +223,6 @@ def test_tasks_share_a_batch_between_cores_as_sparks_file_source_does(tmp_path: 
 
 
 # -- index and alignment --------------------------------------------------------------------------------------
-
-
-def event(time: int | None, n: int) -> bytes:
-    return (json.dumps({"n": n, "t": time}) if time is not None else f"not json {n}").encode() + b"\n"
-
-
-def time_of(raw: bytes) -> int | None:
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return None
-    return value["t"] if isinstance(value.get("t"), int) else None
 
 
 def test_the_index_keeps_where_the_running_maximum_enters_each_step() -> None:

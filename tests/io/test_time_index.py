@@ -16,17 +16,8 @@ from sparkcep.io.file_plan import FileOffsets
 from sparkcep.io.file_reader import FilesStreamReader, ReaderOptions
 from sparkcep.io.time_index import AHEAD_LINES, TimeIndex, Turns, index_ahead, index_lines
 
-
-def event(time: int | None, n: int) -> bytes:
-    return (json.dumps({"n": n, "t": time}) if time is not None else f"not json {n}").encode() + b"\n"
-
-
-def time_of(raw: bytes) -> int | None:
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return None
-    return value["t"] if isinstance(value.get("t"), int) else None
+from helpers import indexed_line as event
+from helpers import indexed_time as time_of
 
 
 class Counted:
