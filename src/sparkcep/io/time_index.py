@@ -20,7 +20,7 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager
 # Lines read from a position on (each with its line break, as sparkcep.io.file_plan.line_pieces gives them), to the
 # end of the content the index covers.
 PiecesFrom = Callable[[int], AbstractContextManager[Iterable[bytes]]]
-# Lines :func:`index_ahead` reads per turn under the reader's lock: a planning call waits at most for one turn.
+# Lines :func:`index_ahead` reads per turn (:class:`Turns`): a planning call waits at most for one turn.
 AHEAD_LINES = 50_000
 
 
