@@ -311,10 +311,14 @@ def test_the_reader_plans_starting_offsets_caps_and_aligned_horizons(kafka: str)
     everything = reader(alignstepms="3000").latestOffset(start, ReadAllAvailable())
     assert positions(everything) == {f"{topic}:0": 10, f"{topic}:1": 10}
     assert reader().latestOffset(everything, ReadAllAvailable()) is everything  # nothing new: no batch
-    ranges = aligned.partitions(start, first)
-    assert [(r.partition, r.start, r.end) for r in ranges] == [(0, 0, 3)]
-    rows = list(aligned.read(ranges[0]))
+    (task,) = aligned.partitions(start, first)
+    assert [(r.partition, r.start, r.end) for r in task.ranges] == [(0, 0, 3)]
+    rows = list(aligned.read(task))
     assert [(row[2], row[3]) for row in rows] == [(0, 0), (0, 1), (0, 2)]
     assert json.loads(rows[0][0])["n"] == 0 and rows[0][4] == t0
     untimed = reader(timefield="eventTime")
-    assert json.loads(next(iter(untimed.read(ranges[0])))[0])["eventTime"] == t0  # from the record timestamp
+    assert json.loads(next(iter(untimed.read(task)))[0])["eventTime"] == t0  # from the record timestamp
+    # A small batch of both partitions is one task, reading them in turn; each row keeps its own partition.
+    (both,) = reader().partitions(start, everything)
+    assert [(r.partition, r.start, r.end) for r in both.ranges] == [(0, 0, 10), (1, 0, 10)]
+    assert [(row[2], row[3]) for row in reader().read(both)] == [(p, i) for p in (0, 1) for i in range(10)]
