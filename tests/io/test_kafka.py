@@ -278,7 +278,7 @@ def test_the_reader_plans_starting_offsets_caps_and_aligned_horizons(kafka: str)
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
     from sparkcep.io.kafka.offsets import NOW_KEY, positions
-    from sparkcep.io.kafka.reader import KafkaStreamReader, ReaderOptions
+    from sparkcep.io.kafka.reader import KafkaRange, KafkaStreamReader, KafkaTask, ReaderOptions
 
     t0 = parse_event_time("2024-01-01T00:00:00Z")
     topic = "reader-plans"
@@ -322,3 +322,6 @@ def test_the_reader_plans_starting_offsets_caps_and_aligned_horizons(kafka: str)
     (both,) = reader().partitions(start, everything)
     assert [(r.partition, r.start, r.end) for r in both.ranges] == [(0, 0, 10), (1, 0, 10)]
     assert [(row[2], row[3]) for row in reader().read(both)] == [(p, i) for p in (0, 1) for i in range(10)]
+    # A piece of a partition cut at offsets (a large range shared by the cores) reads just its records.
+    piece = KafkaTask((KafkaRange(topic, 0, 3, 7), KafkaRange(topic, 1, 9, 10)))
+    assert [(row[2], row[3]) for row in reader().read(piece)] == [(0, 3), (0, 4), (0, 5), (0, 6), (1, 9)]

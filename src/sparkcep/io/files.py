@@ -119,23 +119,16 @@ class FileSource:
                 reader = reader.option("maxFilesPerTrigger", self.max_files_per_trigger)
             files = reader.text(location(self.path).uri)
             return pack_in_spark(files.select("value", F.lit(None).cast("string").alias("origin")), routing)
+        from sparkcep.io.cores import stage_cores
         from sparkcep.io.file_reader import SOURCE_NAME, FilesDataSource
 
         spark.dataSource.register(FilesDataSource)
         options = {
             **self.reader_options(routing.time_field),
-            "parallelism": str(_parallelism(spark)),
+            "parallelism": str(stage_cores(spark)),
             "routing": routing.to_json(),
         }
         return spark.readStream.format(SOURCE_NAME).options(**options).load()
-
-
-def _parallelism(spark: SparkSession) -> int:
-    """The cores Spark runs a stage on (as its file source counts them to size its tasks)."""
-    try:
-        return max(1, int(spark.sparkContext.defaultParallelism))
-    except Exception:  # a session without a SparkContext (Spark Connect): two tasks at least
-        return 2
 
 
 METRICS_NAME = "_metric"  # the rows that carry a batch's metrics: staged, read by the driver, never published

@@ -10,6 +10,8 @@ re-run after a crash reads exactly the same records. Options (Spark lower-cases 
   checkpoint goes on where the old one stopped, see sparkcep.spark.rescale; a partition not named starts at its
   beginning); used only when the query has no checkpoint yet;
 - ``maxrecordsperbatch``: at most this many records per micro-batch, shared between partitions;
+- ``parallelism``: the cores a batch is shared by (default 2): a batch is read in about that many tasks, small
+  partitions sharing one, large ones cut at offsets (see :func:`tasks_of`);
 - ``alignstepms``: event-time-aligned backfill (see :mod:`sparkcep.io.kafka.offsets`), needs record timestamps
   that carry event time (producers' CreateTime); the step grows on its own while batches stay small
   (:mod:`sparkcep.io.alignment`);
@@ -49,7 +51,7 @@ SOURCE_NAME = "sparkcep_kafka"
 SCHEMA = "value binary, topic string, partition int, offset long, timestamp long"
 _PROPERTY_PREFIX = "kafka."
 _RECORDS_PER_PACK = 20_000  # records routed into one packed batch: a row per bucket for this many records
-RECORDS_PER_TASK = 20_000  # a task reads ranges until it holds this many records (see tasks_of)
+RECORDS_PER_TASK = 20_000  # the fewest records a task of a larger batch reads (see tasks_of)
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class ReaderOptions:
     time_field: str | None
     properties: dict[str, str]
     routing: str | None = None  # a RoutingSpec as JSON: packed rows out
+    parallelism: int = 2  # the cores a batch is shared by (see tasks_of)
 
     @classmethod
     def parse(cls, options: dict[str, str]) -> ReaderOptions:
@@ -73,6 +76,9 @@ class ReaderOptions:
         cap = options.get("maxrecordsperbatch")
         step = options.get("alignstepms")
         target = options.get("aligntargetrecords")
+        cores = options.get("parallelism") or "2"
+        if not cores.isdigit() or int(cores) < 1:
+            raise kafka.KafkaError(f"Kafka source option 'parallelism': expected a positive integer, got {cores!r}")
         return cls(
             bootstrap=options["bootstrap.servers"],
             topics=[t.strip() for t in options["topics"].split(",") if t.strip()],
@@ -83,6 +89,7 @@ class ReaderOptions:
             time_field=options.get("timefield") or None,
             properties=properties,
             routing=options.get("routing") or None,
+            parallelism=int(cores),
         )
 
 
@@ -122,22 +129,34 @@ class KafkaTask(InputPartition):
     now_ms: int | None = None  # the batch's wall clock (see the module docs)
 
 
-def tasks_of(ranges: Sequence[KafkaRange], now_ms: int | None, records_per_task: int) -> list[KafkaTask]:
-    """Ranges grouped into tasks, in their order: a task takes ranges until it holds ``records_per_task`` records.
+def tasks_of(ranges: Sequence[KafkaRange], now_ms: int | None, parallelism: int) -> list[KafkaTask]:
+    """The batch's ranges as Spark tasks, in their order: about ``parallelism`` tasks (the cores), none smaller
+    than :data:`RECORDS_PER_TASK` records unless the batch is.
 
     A task costs tens of milliseconds before it reads a record (a Python worker, a consumer and its connection):
     a live batch of 1,000 records over 4 partitions read in 4 tasks took two waves of them on 2 cores (map
-    stage 0.16-0.23 s against 0.06-0.07 s for the same records in one file, bench/README.md). A backfill's
-    partitions of tens of thousands of records each still get a task each, read in parallel."""
+    stage 0.16-0.23 s against 0.06-0.07 s for the same records in one file, bench/README.md), so small ranges
+    share a task. A range larger than a task's share is cut at offsets, so that a backfill of one partition is
+    read by every core (the file reader cuts files at line starts the same way)."""
+    total = sum(part.end - part.start for part in ranges)
+    size = max(RECORDS_PER_TASK, -(-total // max(1, parallelism)))
+    pieces: list[KafkaRange] = []
+    for part in ranges:
+        count = -(-(part.end - part.start) // size)
+        for number in range(count):  # equal pieces: one task's share or less each
+            first = part.start + (part.end - part.start) * number // count
+            last = part.start + (part.end - part.start) * (number + 1) // count
+            pieces.append(KafkaRange(part.topic, part.partition, first, last))
     tasks: list[KafkaTask] = []
     group: list[KafkaRange] = []
     records = 0
-    for part in ranges:
-        group.append(part)
-        records += part.end - part.start
-        if records >= records_per_task:
+    for piece in pieces:
+        held = piece.end - piece.start
+        if group and records + held > size:
             tasks.append(KafkaTask(tuple(group), now_ms))
             group, records = [], 0
+        group.append(piece)
+        records += held
     if group:
         tasks.append(KafkaTask(tuple(group), now_ms))
     return tasks
@@ -247,7 +266,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             first = starts.get(name, ends[name])
             if ends[name] > first:
                 ranges.append(KafkaRange(topic, partition, first, ends[name]))
-        return tasks_of(ranges, end.get(NOW_KEY), RECORDS_PER_TASK)
+        return tasks_of(ranges, end.get(NOW_KEY), self.options.parallelism)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, KafkaTask)

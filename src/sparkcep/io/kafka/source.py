@@ -50,10 +50,12 @@ class KafkaSource:
 
         options = self.reader_options(routing.time_field)
         if options.get("implementation", "python") != "spark-connector":
+            from sparkcep.io.cores import stage_cores
             from sparkcep.io.kafka.reader import SOURCE_NAME, KafkaDataSource
 
             spark.dataSource.register(KafkaDataSource)
-            return spark.readStream.format(SOURCE_NAME).options(**options, routing=routing.to_json()).load()
+            options = {**options, "parallelism": str(stage_cores(spark)), "routing": routing.to_json()}
+            return spark.readStream.format(SOURCE_NAME).options(**options).load()
         from sparkcep.io.packed import pack_in_spark
 
         records = kafka_records(spark, options)
