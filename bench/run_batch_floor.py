@@ -55,9 +55,11 @@ def _line(n: int) -> str:
     )
 
 
-def _bare_plans(spark: Any, source: Path, work: Path, with_files: bool) -> Any:
-    """The bare query over ``source``: Spark's text source, a watermark, one TWS processor, foreachBatch."""
+def _bare_plans(spark: Any, source: Path, work: Path, with_files: bool, rows_api: bool = False) -> Any:
+    """The bare query over ``source``: Spark's text source, a watermark, one TWS processor, foreachBatch
+    (``rows_api``: the Row-based ``transformWithState`` instead of the pandas one)."""
     import pandas as pd
+    from pyspark.sql import Row
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.stateful_processor import StatefulProcessor
     from pyspark.sql.types import LongType, StructField, StructType
@@ -76,15 +78,26 @@ def _bare_plans(spark: Any, source: Path, work: Path, with_files: bool) -> Any:
         def close(self) -> None:
             pass
 
+    class CountingRows(Counting):
+        def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
+            seen = sum(1 for _ in rows)
+            stored = self._count.get()
+            total = (stored[0] if stored is not None else 0) + seen
+            self._count.update((total,))
+            yield Row(kind="out", name="count", time=0, payload=str(total))
+
     lines = spark.readStream.option("maxFilesPerTrigger", 1).text(str(source))
     with_time = lines.select(
         F.pmod(F.hash("value"), F.lit(2)).alias("bucket"),
         F.col("value"),
         F.current_timestamp().alias("ts"),
     ).withWatermark("ts", "5 seconds")
-    out = with_time.groupBy("bucket").transformWithStateInPandas(
-        Counting(), "kind string, name string, time long, payload string", "Append", "EventTime"
-    )
+    schema = "kind string, name string, time long, payload string"
+    grouped = with_time.groupBy("bucket")
+    if rows_api:
+        out = grouped.transformWithState(CountingRows(), schema, "Append", "EventTime")
+    else:
+        out = grouped.transformWithStateInPandas(Counting(), schema, "Append", "EventTime")
     staging = work / "staging"
 
     def write(frame: Any, batch_id: int) -> None:
@@ -109,11 +122,13 @@ def _bare_plans(spark: Any, source: Path, work: Path, with_files: bool) -> Any:
     )
 
 
-def _run_bare(spark: Any, work: Path, batches: int, with_files: bool) -> list[dict[str, float]]:
+def _run_bare(
+    spark: Any, work: Path, batches: int, with_files: bool, rows_api: bool = False
+) -> list[dict[str, float]]:
     source = work / "in"
     source.mkdir(parents=True)
     (source / "f-000.jsonl").write_text(_line(0) + "\n")
-    query = _bare_plans(spark, source, work, with_files)
+    query = _bare_plans(spark, source, work, with_files, rows_api)
     try:
         query.processAllAvailable()  # the first batch: plans, workers, state stores
         seen = len(query.recentProgress)
@@ -186,6 +201,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=15)
     parser.add_argument("--interval", type=float, default=3.0, help="seconds between files for sparkcep run")
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--skip-sparkcep", action="store_true", help="only the bare plans")
     args = parser.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="sparkcep-floor-"))
     sys.path.insert(0, str(ROOT / "src"))
@@ -197,9 +213,14 @@ def main() -> None:
     rows = {
         "bare": _run_bare(spark, work / "bare", args.batches, with_files=False),
         "bare+files": _run_bare(spark, work / "bare-files", args.batches, with_files=True),
+        "bare, Row API": _run_bare(spark, work / "bare-rows", args.batches, with_files=False, rows_api=True),
+        "bare again": _run_bare(spark, work / "bare-2", args.batches, with_files=False),
     }
     spark.stop()
-    rows["sparkcep run"] = _run_sparkcep(work / "sparkcep", args.batches, args.interval)
+    if args.skip_sparkcep:
+        rows["sparkcep run"] = []
+    else:
+        rows["sparkcep run"] = _run_sparkcep(work / "sparkcep", args.batches, args.interval)
     print(f"work directory: {work}\n")
     print("| plan | batches | " + " | ".join(f"{p} median / p90 (s)" for p in PHASES) + " |")
     print("|---|---|" + "---|" * len(PHASES))

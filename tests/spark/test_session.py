@@ -61,9 +61,12 @@ def worker_facts(spark: SparkSession) -> Iterator[dict[str, str]]:
         for _ in batches:
             with open(f"/proc/{os.getppid()}/cmdline", "rb") as parent:
                 daemon = parent.read().replace(b"\0", b" ").decode()
-            yield pa.RecordBatch.from_pylist([{"pyspark": pyspark.__file__ or "", "daemon": daemon}])
+            uds = os.environ.get("PYTHON_UNIX_DOMAIN_ENABLED", "").lower() == "true"
+            sockets = os.environ.get("PYTHON_WORKER_FACTORY_SOCK_DIR", "") if uds else ""
+            row = {"pyspark": pyspark.__file__ or "", "daemon": daemon, "sockets": sockets}
+            yield pa.RecordBatch.from_pylist([row])
 
-    rows = spark.range(1).mapInArrow(facts, "pyspark string, daemon string").collect()
+    rows = spark.range(1).mapInArrow(facts, "pyspark string, daemon string, sockets string").collect()
     yield rows[0].asDict()
 
 
@@ -74,6 +77,84 @@ def test_workers_import_the_compiled_pyspark_and_start_with_it_imported(worker_f
     assert worker_facts["pyspark"].endswith(os.path.join("pyspark", "__init__.py"))
     # Forked by sparkcep's daemon, which imported pyspark, pandas and sparkcep before it forked.
     assert "-m sparkcep.spark.worker_daemon pyspark.worker" in worker_facts["daemon"]
+
+
+@pytest.mark.spark
+def test_a_local_sessions_python_processes_talk_to_the_jvm_over_unix_sockets_in_a_private_directory(
+    spark: SparkSession, worker_facts: dict[str, str]
+) -> None:
+    from sparkcep.spark.session import socket_dir
+
+    expected = socket_dir()
+    assert expected is not None
+    assert spark.sparkContext.getConf().get("spark.python.unix.domain.socket.enabled") == "true"
+    # The daemon that forked this worker listened on a socket there (the JVM told it where).
+    assert worker_facts["sockets"] == str(expected)
+    assert expected.stat().st_mode & 0o777 == 0o700
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A temporary directory with a path short enough for sockets (pytest's are too long for sun_path)."""
+    import shutil
+    import tempfile
+
+    made = Path(tempfile.mkdtemp(prefix="sc-", dir="/tmp"))
+    yield made
+    shutil.rmtree(made)
+
+
+def test_the_socket_directory_is_private_or_not_used(short_tmp: Path) -> None:
+    from sparkcep.spark.session import socket_dir
+
+    tmp_path = short_tmp
+    made = socket_dir(tmp_path / "mine")
+    assert made == tmp_path / "mine" / "sockets" and made.stat().st_mode & 0o777 == 0o700
+    open_to_others = tmp_path / "theirs" / "sockets"
+    open_to_others.mkdir(parents=True, mode=0o777)
+    open_to_others.chmod(0o777)
+    assert socket_dir(tmp_path / "theirs") is None  # loopback TCP rather than sockets others may reach
+    (tmp_path / "linked").mkdir()
+    (tmp_path / "linked" / "sockets").symlink_to(made)
+    assert socket_dir(tmp_path / "linked") is None
+    assert socket_dir(tmp_path / ("x" * 80)) is None  # a socket's path would not fit sun_path
+    (tmp_path / "file").write_text("")
+    assert socket_dir(tmp_path / "file") is None  # cannot be made
+
+
+def test_a_killed_sessions_socket_files_are_removed_once_old_and_unheard(tmp_path: Path) -> None:
+    import socket
+
+    from sparkcep.spark.session import remove_stale_sockets
+
+    now = 1_000_000_000.0
+    listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listening.bind(str(tmp_path / ".live.sock"))
+    listening.listen(1)
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(str(tmp_path / ".dead.sock"))
+    dead.close()  # its file stays, as after a kill
+    young = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    young.bind(str(tmp_path / ".young.sock"))
+    young.close()
+    for name in (".live.sock", ".dead.sock"):
+        os.utime(tmp_path / name, (now - 7_200, now - 7_200))
+    os.utime(tmp_path / ".young.sock", (now - 60, now - 60))
+    try:
+        assert remove_stale_sockets(tmp_path, now) == [tmp_path / ".dead.sock"]
+    finally:
+        listening.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".live.sock", ".young.sock"]
+
+
+def test_unix_sockets_are_set_only_with_a_directory_and_a_users_setting_wins(tmp_path: Path) -> None:
+    from sparkcep.spark.session import SparkSettings, base_conf
+
+    key = "spark.python.unix.domain.socket.enabled"
+    assert key not in base_conf(SparkSettings())
+    conf = base_conf(SparkSettings(), sockets=tmp_path)
+    assert conf[key] == "true" and conf["spark.python.unix.domain.socket.dir"] == str(tmp_path)
+    assert base_conf(SparkSettings(extra_conf={key: "false"}), sockets=tmp_path)[key] == "false"
 
 
 @pytest.mark.spark

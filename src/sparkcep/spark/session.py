@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import importlib
 import os
+import socket
+import stat
 import sys
+import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, get_args
@@ -59,9 +63,61 @@ _EXIT_ON_OOM = "-XX:+ExitOnOutOfMemoryError"
 _QUICK_JIT = "-XX:TieredStopAtLevel=1"
 
 
-def base_conf(settings: SparkSettings, class_archive: str = "") -> dict[str, str]:
+# The JVM and its Python processes (data workers, the transformWithState state server's clients, the data source
+# planners) talk over Unix domain sockets instead of loopback TCP. A live batch at 1M open orders makes about
+# 1,900 state calls (a page read and a page write per touched page), each a round trip: over loopback TCP they were
+# 40 % of the handler's samples (bench/README.md, "Unix domain sockets between the JVM and its Python processes").
+# Only for a local session: the socket directory must exist where each executor runs.
+_SOCKETS_ENABLED = "spark.python.unix.domain.socket.enabled"
+_SOCKETS_DIR = "spark.python.unix.domain.socket.dir"
+# A socket's path (directory, "/", a dot, a UUID and ".sock": 43 more bytes) must fit the 107 bytes of sun_path.
+_LONGEST_SOCKET_DIR = 64
+# A process that was killed leaves its sockets' files behind. One older than this that nobody listens on is
+# removed when a session starts (a session binds and listens at once: no live socket is ever this old unheard).
+_STALE_SOCKET_S = 3_600.0
+
+
+def socket_dir(parent: Path | None = None) -> Path | None:
+    """A directory for the session's sockets that only this user can enter (0700, owned by us), made when missing;
+    None where there is none (a read-only or foreign temporary directory, or a path too long for a socket):
+    Spark's loopback TCP then, as without this setting."""
+    directory = (parent or Path(tempfile.gettempdir()) / f"sparkcep-{os.getuid()}") / "sockets"
+    if len(str(directory)) > _LONGEST_SOCKET_DIR:
+        return None
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        found = directory.lstat()
+    except OSError:
+        return None
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid() or stat.S_IMODE(found.st_mode) != 0o700:
+        return None  # someone else's, a link, or open to others: not a place for our sockets
+    remove_stale_sockets(directory, time.time())
+    return directory
+
+
+def remove_stale_sockets(directory: Path, now: float) -> list[Path]:
+    """Remove the socket files in ``directory`` older than an hour that nobody listens on; returns them."""
+    removed = []
+    for path in directory.glob(".*.sock"):
+        try:
+            if now - path.lstat().st_mtime < _STALE_SOCKET_S:
+                continue
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                probe.settimeout(0.5)
+                probe.connect(str(path))
+        except (ConnectionRefusedError, FileNotFoundError):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+        except OSError:
+            continue  # listened on but slow, or not a socket: left alone
+    return removed
+
+
+def base_conf(settings: SparkSettings, class_archive: str = "", sockets: Path | None = None) -> dict[str, str]:
     """The session's settings; ``class_archive``: the driver JVM's class-sharing options
-    (sparkcep.spark.class_archive), before the user's own Java options."""
+    (sparkcep.spark.class_archive), before the user's own Java options; ``sockets``: a directory for Unix domain
+    sockets between the JVM and its Python processes (:func:`socket_dir`; None: loopback TCP). A user's own
+    ``extra_conf`` wins over both."""
     mine = settings.extra_conf.get("spark.driver.extraJavaOptions", "")
     java_options = f"{class_archive} {mine}".strip()
     return {
@@ -77,6 +133,7 @@ def base_conf(settings: SparkSettings, class_archive: str = "") -> dict[str, str
         "spark.sql.adaptive.enabled": "false",
         # Workers forked from a daemon that imported pyspark, pandas and sparkcep once (sparkcep.spark.worker_daemon)
         "spark.python.daemon.module": "sparkcep.spark.worker_daemon",
+        **({} if sockets is None else {_SOCKETS_ENABLED: "true", _SOCKETS_DIR: str(sockets)}),
         **(
             {}
             if settings.shuffle_partitions is None
@@ -102,11 +159,13 @@ def get_or_create_session(settings: SparkSettings | None = None) -> SparkSession
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     class_archive = ""
+    sockets: Path | None = None
     if _local(settings.master) and "PYSPARK_GATEWAY_PORT" not in os.environ:
         # One machine: bind to loopback (no firewall prompt, no wrong interface). A cluster's executors must
         # reach the driver at an address they can route to, so a cluster master leaves Spark's choice.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         use_compiled_pyspark()
+        sockets = socket_dir()
         if "SPARK_HOME" in os.environ:  # the driver starts from an archive of the classes it loads
             home = Path(os.environ["SPARK_HOME"])
             class_archive = class_archive_options(java.executable, java.version_text, home)
@@ -117,7 +176,7 @@ def get_or_create_session(settings: SparkSettings | None = None) -> SparkSession
     builder = SparkSession.builder.appName(settings.app_name)
     if settings.master is not None:
         builder = builder.master(settings.master)
-    for key, value in base_conf(settings, class_archive).items():
+    for key, value in base_conf(settings, class_archive, sockets).items():
         builder = builder.config(key, value)
     try:
         spark = builder.getOrCreate()
