@@ -120,6 +120,23 @@ def test_the_socket_directory_is_private_or_not_used(short_tmp: Path) -> None:
     assert socket_dir(tmp_path / ("x" * 80)) is None  # a socket's path would not fit sun_path
     (tmp_path / "file").write_text("")
     assert socket_dir(tmp_path / "file") is None  # cannot be made
+    assert list(made.iterdir()) == []  # the probe that binds a socket there leaves nothing behind
+
+
+def test_a_directory_where_no_socket_can_be_bound_is_not_used(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Some network file systems refuse sockets: Spark's workers would not start, so loopback TCP it is."""
+    import socket
+
+    from sparkcep.spark import session
+
+    class Refusing(socket.socket):
+        def bind(self, address: object) -> None:
+            raise OSError(95, "Operation not supported")
+
+    monkeypatch.setattr(session, "_unix_socket", Refusing)
+    assert session.socket_dir(short_tmp) is None
 
 
 def test_a_killed_sessions_socket_files_are_removed_once_old_and_unheard(tmp_path: Path) -> None:

@@ -75,6 +75,7 @@ _LONGEST_SOCKET_DIR = 64
 # A process that was killed leaves its sockets' files behind. One older than this that nobody listens on is
 # removed when a session starts (a session binds and listens at once: no live socket is ever this old unheard).
 _STALE_SOCKET_S = 3_600.0
+_unix_socket = socket.socket  # (a name of this module's own, so that a test can refuse binds here only)
 
 
 def socket_dir(parent: Path | None = None) -> Path | None:
@@ -91,8 +92,22 @@ def socket_dir(parent: Path | None = None) -> Path | None:
         return None
     if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid() or stat.S_IMODE(found.st_mode) != 0o700:
         return None  # someone else's, a link, or open to others: not a place for our sockets
+    if not _can_bind(directory):
+        return None  # a file system without sockets (some network mounts): Spark's workers could not start
     remove_stale_sockets(directory, time.time())
     return directory
+
+
+def _can_bind(directory: Path) -> bool:
+    probe_path = directory / f".probe-{os.getpid()}-{threading.get_ident()}.sock"
+    try:
+        with _unix_socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.bind(str(probe_path))
+        return True
+    except OSError:
+        return False
+    finally:
+        probe_path.unlink(missing_ok=True)
 
 
 def remove_stale_sockets(directory: Path, now: float) -> list[Path]:
@@ -102,7 +117,7 @@ def remove_stale_sockets(directory: Path, now: float) -> list[Path]:
         try:
             if now - path.lstat().st_mtime < _STALE_SOCKET_S:
                 continue
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            with _unix_socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
                 probe.settimeout(0.5)
                 probe.connect(str(path))
         except (ConnectionRefusedError, FileNotFoundError):
