@@ -72,8 +72,9 @@ _SOCKETS_ENABLED = "spark.python.unix.domain.socket.enabled"
 _SOCKETS_DIR = "spark.python.unix.domain.socket.dir"
 # A socket's path (directory, "/", a dot, a UUID and ".sock": 43 more bytes) must fit the 107 bytes of sun_path.
 _LONGEST_SOCKET_DIR = 64
-# A process that was killed leaves its sockets' files behind. One older than this that nobody listens on is
-# removed when a session starts (a session binds and listens at once: no live socket is ever this old unheard).
+# Socket files outlive their sockets: Spark does not remove its Python daemons' when it stops them (one or two a
+# run), nor does a killed process. One older than this that nobody listens on is removed when a session starts
+# (a socket is listened on right after it is bound: no live one is ever this old and unheard).
 _STALE_SOCKET_S = 3_600.0
 _unix_socket = socket.socket  # (a name of this module's own, so that a test can refuse binds here only)
 
