@@ -69,22 +69,22 @@ def _bare_plans(spark: Any, source: Path, work: Path, with_files: bool, rows_api
             self._count = handle.getValueState("count", StructType([StructField("n", LongType())]))
 
         def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
-            seen = sum(len(frame) for frame in rows)
+            total = self._add(sum(len(frame) for frame in rows))
+            yield pd.DataFrame({"kind": ["out"], "name": ["count"], "time": [0], "payload": [str(total)]})
+
+        def _add(self, seen: int) -> int:
+            """One state read and one write per key and batch, whichever API hands the rows over."""
             stored = self._count.get()
             total = (stored[0] if stored is not None else 0) + seen
             self._count.update((total,))
-            yield pd.DataFrame({"kind": ["out"], "name": ["count"], "time": [0], "payload": [str(total)]})
+            return total
 
         def close(self) -> None:
             pass
 
     class CountingRows(Counting):
         def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
-            seen = sum(1 for _ in rows)
-            stored = self._count.get()
-            total = (stored[0] if stored is not None else 0) + seen
-            self._count.update((total,))
-            yield Row(kind="out", name="count", time=0, payload=str(total))
+            yield Row(kind="out", name="count", time=0, payload=str(self._add(sum(1 for _ in rows))))
 
     lines = spark.readStream.option("maxFilesPerTrigger", 1).text(str(source))
     with_time = lines.select(

@@ -24,9 +24,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import tempfile
 import time
 from pathlib import Path
+
+from sparkcep.spark.home import user_temp_dir
 
 # A dump older than this whose writer is gone is complete (the JVM writes it in some seconds after its command).
 _SETTLED_S = 30.0
@@ -93,6 +94,6 @@ def class_archive_options(java_executable: str, java_version: str, spark_home: P
     """The options for a local session's JVM (see the module docs); none where the cache cannot be written."""
     try:
         key = archive_key(java_executable, java_version, spark_home)
-        return archive_options(key, Path(tempfile.gettempdir()) / f"sparkcep-{os.getuid()}" / "cds")
+        return archive_options(key, user_temp_dir() / "cds")
     except OSError:
         return ""

@@ -24,6 +24,12 @@ from pathlib import Path
 _PYTHON_COPY = "python"
 
 
+def user_temp_dir() -> Path:
+    """This user's directory of what local sessions keep between runs: the linked home, the JVM's class archive
+    (sparkcep.spark.class_archive) and the sockets (sparkcep.spark.session)."""
+    return Path(tempfile.gettempdir()) / f"sparkcep-{os.getuid()}"
+
+
 def pip_spark_home() -> Path | None:
     """pip's pyspark directory when it is a SPARK_HOME holding the zip copy of itself, else None."""
     try:
@@ -67,7 +73,7 @@ def use_compiled_pyspark() -> None:
     if real is None:
         return
     try:
-        home = linked_home(real, Path(tempfile.gettempdir()) / f"sparkcep-{os.getuid()}")
+        home = linked_home(real, user_temp_dir())
     except OSError:
         return  # no place for links: the zip it is
     os.environ["SPARK_HOME"] = str(home)

@@ -7,7 +7,6 @@ import os
 import socket
 import stat
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 
 from sparkcep.errors import EnvironmentProblem
 from sparkcep.spark.class_archive import class_archive_options
-from sparkcep.spark.home import use_compiled_pyspark
+from sparkcep.spark.home import use_compiled_pyspark, user_temp_dir
 from sparkcep.spark.java import JavaRuntime, find_java
 
 if TYPE_CHECKING:
@@ -83,7 +82,7 @@ def socket_dir(parent: Path | None = None) -> Path | None:
     """A directory for the session's sockets that only this user can enter (0700, owned by us), made when missing;
     None where there is none (a read-only or foreign temporary directory, or a path too long for a socket):
     Spark's loopback TCP then, as without this setting."""
-    directory = (parent or Path(tempfile.gettempdir()) / f"sparkcep-{os.getuid()}") / "sockets"
+    directory = (parent or user_temp_dir()) / "sockets"
     if len(str(directory)) > _LONGEST_SOCKET_DIR:
         return None
     try:
