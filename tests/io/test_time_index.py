@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
@@ -60,6 +60,7 @@ question = st.one_of(
 
 @settings(max_examples=400, deadline=None)
 @given(times=times_strategy, granularity=st.sampled_from([1, 10, 100]), questions=st.lists(question, max_size=12))
+@example(times=[0], granularity=1, questions=[("end_for", 0, -1)])  # asked below every step before any entry
 def test_an_index_read_on_demand_answers_as_the_whole_index_does(
     times: list[int | None], granularity: int, questions: list[tuple[str, int, int]]
 ) -> None:

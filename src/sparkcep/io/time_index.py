@@ -149,7 +149,9 @@ class TimeIndex:
         if self.complete:
             return True
         if step is not None:
-            return self._top >= step
+            # The answer is the first entry at or past ``step``: with no entry yet (``_top`` is -1 then), none is
+            # known, whatever the step (a question below every step is answered by the first entry).
+            return len(self.steps) > 0 and self._top >= step
         if position is not None:
             return self.read > position and len(self.steps) > 0
         return False
