@@ -7,6 +7,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from sparkcep.core.logic import Record, RuleLogic, State
+from sparkcep.core.program import Program
 from sparkcep.rules.model import RuleSet, parse_rules
 
 DAY = 86_400_000
@@ -108,3 +110,46 @@ def indexed_time(raw: bytes) -> int | None:
     except ValueError:
         return None
     return value["t"] if isinstance(value.get("t"), int) else None
+
+
+class FailingLogic(RuleLogic):
+    """A rule's logic that raises where ``fails(key, time)`` says, and otherwise is ``inner``: a rule that breaks for
+    some keys. It wraps the logic rather than replacing its handler on the instance, which the compiled engine
+    (sparkcep.native) would not see."""
+
+    def __init__(self, inner: RuleLogic, fails: Callable[[str, int], str | None]) -> None:
+        super().__init__(inner.rule_id, inner.key_fields, inner.event_types)
+        self.start_types = inner.start_types
+        self.takes_whole_event = inner.takes_whole_event
+        self.inner = inner
+        self.fails = fails
+
+    def extract(self, event_type: str, obj: dict[str, Any], time: int) -> object:
+        return self.inner.extract(event_type, obj, time)
+
+    def on_event(
+        self,
+        state: State | None,
+        time: int,
+        event_id: str,
+        event_type: str,
+        value: Any,
+        key: str,
+        out: list[Record],
+        origin: str | None = None,
+    ) -> State | None:
+        message = self.fails(key, time)
+        if message is not None:
+            raise ValueError(message)
+        return self.inner.on_event(state, time, event_id, event_type, value, key, out, origin)
+
+    def on_timer(self, state: State, time: int, key: str, out: list[Record]) -> State | None:
+        return self.inner.on_timer(state, time, key, out)
+
+
+def failing(program: Program, index: int, fails: Callable[[str, int], str | None]) -> Program:
+    """``program`` with its rule ``index`` raising ``ValueError(message)`` where ``fails(key, time)`` gives one."""
+    logics = list(program.logics)
+    logics[index] = FailingLogic(logics[index], fails)
+    program.logics = tuple(logics)
+    return program

@@ -29,9 +29,10 @@ ROOT = "sparkcep"  # the package itself: its __init__ re-exports the engine's na
 # Bottom first. A module may import modules of its own layer and of the layers below, never of one above. The
 # order is the one the imports have: each layer uses only what is under it.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    # The ground floor: errors, times, ids, sizes, paths and URIs, secrets kept out of texts, arrival order.
+    # The ground floor: errors, times, ids, sizes, paths and URIs, secrets kept out of texts, arrival order, and
+    # the compiled engine's loader and builder (imported by the package before anything else).
     ("sparkcep.errors", "sparkcep.timeutil", "sparkcep.ids", "sparkcep.sizes", "sparkcep.storage",
-     "sparkcep.redaction", "sparkcep.arrival"),
+     "sparkcep.redaction", "sparkcep.arrival", "sparkcep.native", "sparkcep.native_build"),
     ("sparkcep.expr",),  # the expression language of filters and conditions
     ("sparkcep.cep",),  # patterns: their validation and automaton (MATCH_RECOGNIZE parsed to pattern JSON)
     ("sparkcep.rules",),  # rule models and the rule-type registry (a pattern rule is validated by cep/)

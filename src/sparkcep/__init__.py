@@ -8,6 +8,12 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from sparkcep import native as _native
+
+# Before any module of the package is imported: the engine's modules compiled with mypyc, where a build of exactly
+# these sources exists (sparkcep.native); else the Python files, unchanged.
+_native.activate()
+
 if TYPE_CHECKING:
     from sparkcep.core.batch_result import BatchResult
     from sparkcep.core.bucket_state import BucketState

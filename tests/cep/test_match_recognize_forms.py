@@ -19,6 +19,7 @@ from sparkcep.cep.sql import SqlError, compile_match_recognize, run_match_recogn
 from sparkcep.cep.ties import TieField, tie_ordered
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
+from sparkcep.core.ties import HOLDING
 
 from helpers import T0, line, ruleset
 from strategies import DELAY
@@ -155,11 +156,20 @@ def test_the_engine_matches_random_ties_as_the_runner_does(
     assert [record["measures"] for record in found] == expected
 
 
-def test_a_processor_without_tie_columns_keeps_its_handlers_and_state() -> None:
-    plain = Program(ruleset({"type": "pattern", "id": "plain", "sql": TIED_SQL.replace(", rank DESC, seq", ""),
-                             "output": {"event_type": "P"}}))  # fmt: skip
-    logic = plain.logics[0]
-    assert "on_event" not in vars(logic) and "on_timer" not in vars(logic)
+def test_only_a_processor_with_tie_columns_holds_the_events_of_a_time() -> None:
+    def logic_of(sql: str) -> Any:
+        return Program(ruleset({"type": "pattern", "id": "p", "sql": sql, "output": {"event_type": "P"}})).logics[0]
+
+    plain, tied = logic_of(TIED_SQL.replace(", rank DESC, seq", "")), logic_of(TIED_SQL)
+    fields = {"event_type": "T", "k": "k1", "kind": "a", "v": "e1", "rank": 1, "seq": 0}
+    plain_out: list[Any] = []
+    tied_out: list[Any] = []
+    own = plain.on_event(None, T0, "e1", "T", fields, "k1", plain_out)
+    held = tied.on_event(None, T0, "e1", "T", fields, "k1", tied_out)
+    assert own[1] == 0 and held[:3] == (T0, HOLDING, None)  # the processor's own state (version 0), or held
+    assert tied.start_types is None  # any held event may come first once sorted: none is skipped
+    # Its timer at that time matches what it held: then it is where the plain processor is.
+    assert tied.on_timer(held, T0, "k1", tied_out) == own and tied_out == plain_out
 
 
 def test_tie_order_puts_nulls_first_when_ascending_last_when_descending_and_orders_every_kind() -> None:

@@ -15,7 +15,19 @@ from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import CONTROL, Decoded, Program
 from sparkcep.timeutil import MAX_EVENT_TIME_MS, MIN_EVENT_TIME_MS, format_iso, parse_event_time, read_event_time
 
-from helpers import COMPLETION_RULE, DAY, INACTIVITY_RULE, MINUTE, T0, order, parcel, ruleset, summary, track
+from helpers import (
+    COMPLETION_RULE,
+    DAY,
+    INACTIVITY_RULE,
+    MINUTE,
+    T0,
+    failing,
+    order,
+    parcel,
+    ruleset,
+    summary,
+    track,
+)
 
 ORDERS = Program(ruleset(COMPLETION_RULE))
 DEVICES = Program(ruleset(INACTIVITY_RULE))
@@ -287,16 +299,11 @@ def test_format_iso_is_the_calendar_time_and_reads_back(ms: int) -> None:
 
 
 def test_a_rule_that_raises_is_quarantined_for_that_key_and_the_others_go_on() -> None:
-    program = Program(ruleset(COMPLETION_RULE, INACTIVITY_RULE))
-    device_logic = program.logics[1]
-    original = device_logic.on_event
-
-    def fragile(state, time, event_id, event_type, value, key, out, origin=None):  # type: ignore[no-untyped-def]
-        if key == "bad":
-            raise ValueError("sensor firmware sent nonsense")
-        return original(state, time, event_id, event_type, value, key, out, origin)
-
-    device_logic.on_event = fragile  # type: ignore[method-assign]
+    program = failing(
+        Program(ruleset(COMPLETION_RULE, INACTIVITY_RULE)),
+        1,
+        lambda key, time: "sensor firmware sent nonsense" if key == "bad" else None,
+    )
     lines = [
         track("bad", T0),
         track("good", T0),

@@ -24,7 +24,7 @@ from sparkcep.core.program import Program
 from sparkcep.core.routing import Router
 from sparkcep.runfiles.outputs import canonical
 
-from helpers import COMPLETION_RULE, INACTIVITY_RULE, T0, ruleset
+from helpers import COMPLETION_RULE, INACTIVITY_RULE, T0, failing, ruleset
 from strategies import DELAY, arrivals_within_delay, batch_splits, device_histories, order_histories
 
 RULES = ruleset({**COMPLETION_RULE, "deadline": "60s"}, {**INACTIVITY_RULE, "timeout": "2m"})
@@ -34,17 +34,11 @@ Row = tuple[int, str, int | None]
 
 def _program() -> Program:
     """The rules, the device rule failing for device d1 on odd seconds: quarantine per (rule, key) takes part."""
-    program = Program(RULES)
-    logic = program.logics[1]
-    original = logic.on_event
 
-    def fragile(state, time, event_id, event_type, value, key, out, origin=None):  # type: ignore[no-untyped-def]
-        if key == "d1" and (time // 1_000) % 2:
-            raise ValueError(f"odd second {time}")
-        return original(state, time, event_id, event_type, value, key, out, origin)
+    def fails(key: str, time: int) -> str | None:
+        return f"odd second {time}" if key == "d1" and (time // 1_000) % 2 else None
 
-    logic.on_event = fragile  # type: ignore[method-assign]
-    return program
+    return failing(Program(RULES), 1, fails)
 
 
 PROGRAM = _program()

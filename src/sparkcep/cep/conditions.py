@@ -39,8 +39,10 @@ from sparkcep.expr.values import CONTEXT, compare, kind, lookup, to_number
 
 # An event inside the matcher: (sequence number in matching order, time, id, fields, origin). The origin (JSON
 # text naming the input record, None when unknown) goes into match records; partial matches saved before it
-# existed hold events without it.
-Event = tuple[int, int, str, dict[str, Any], str | None]
+# existed hold events without it: ``(int, int, str, dict[str, Any], str | None)``, declared as a tuple of any
+# length so that the compiled engine (sparkcep.native), which checks fixed tuple types where they are read,
+# reads those too.
+Event = tuple[Any, ...]
 # A partial match: the matched events in order, each with its stage name
 Path = tuple[tuple[str, Event], ...]
 
@@ -225,7 +227,8 @@ def is_stage_aggregate(call: expr_ast.Call, stages: frozenset[str]) -> bool:
     if call.name in ("min", "max"):
         only = call.args[0] if len(call.args) == 1 else None
         return isinstance(only, expr_ast.Field) and len(only.path) == 2 and only.path[0] in stages
-    return call.name in (*_EVENT_FUNCTIONS, "count", "sum", "avg")
+    # Two tests, not one tuple with a starred part: mypyc (sparkcep.native) cannot compile a starred tuple after `in`.
+    return call.name in _EVENT_FUNCTIONS or call.name in ("count", "sum", "avg")
 
 
 def _offset(node: Node | None, function: str) -> int:

@@ -44,7 +44,7 @@ def _pruning_seq(skip: SkipSpec, match: Partial) -> int | None:
         return min(seqs)
     if strategy == "SKIP_PAST_LAST_EVENT":
         return max(seqs)
-    in_stage = [event[0] for stage, event in path_of(match) if stage == skip.stage]
+    in_stage: list[int] = [event[0] for stage, event in path_of(match) if stage == skip.stage]
     if not in_stage:
         return None
     return min(in_stage) if strategy == "SKIP_TO_FIRST" else max(in_stage)

@@ -27,8 +27,11 @@ _SNAPSHOT_VERSION = 3
 # what a literal index costs.
 
 # A buffered event: the decoded event (see sparkcep.core.program.Event), its origin, the JSON text naming
-# where the input record came from (a Kafka record's topic, partition and offset; None for files), and its line.
-Buffered = tuple[int, str, int, str, "StoredValues", str | None, str]
+# where the input record came from (a Kafka record's topic, partition and offset; None for files), and its line:
+# ``(int, str, int, str, StoredValues, str | None, str)``. Declared as a tuple of any length because checkpoints
+# of earlier versions hold shorter ones (no origin, no line), and the compiled engine (sparkcep.native) checks a
+# fixed tuple type's length and field types wherever such a value is read.
+Buffered = tuple[Any, ...]
 # The rule values of a buffered event: sparkcep.core.program.RuleValues, ``((rule indexes, value), ...)``; an event
 # buffered by an earlier version (still in a checkpoint) has one ``(rule index, value)`` pair per rule instead.
 StoredValues = tuple[tuple[tuple[int, ...] | int, Any], ...]

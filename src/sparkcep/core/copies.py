@@ -93,5 +93,5 @@ def drop_copies(ready: list[Buffered], result: BatchResult, logics: Sequence[Rul
             result.dead_by_rule[rule_id] = result.dead_by_rule.get(rule_id, 0) + 1
         result.duplicates += duplicate
         if fresh:
-            kept.append((*event[:EVENT_VALUES], tuple(fresh), *event[EVENT_VALUES + 1 :]))  # type: ignore[arg-type]
+            kept.append((*event[:EVENT_VALUES], tuple(fresh), *event[EVENT_VALUES + 1 :]))
     return kept

@@ -45,7 +45,8 @@ NO_WATERMARK = -(2**63)
 
 
 def _event_time(event: Buffered) -> int:
-    return event[EVENT_TIME]
+    time: int = event[EVENT_TIME]
+    return time
 
 
 def _soonest_timer(states: dict[int, State]) -> int | None:

@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 import orjson
+from mypy_extensions import mypyc_attr
 
 State = tuple[Any, ...]
 Record = dict[str, object]
@@ -83,6 +84,9 @@ def trigger_origin(record: Record, origin: str | None) -> Record:
     return record
 
 
+# A rule type registered from outside the package subclasses this in plain Python, also where the built-in logics
+# are compiled (sparkcep.native): the compiled class must allow that.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class RuleLogic(ABC):
     """Running logic of one rule definition (immutable; all per-key data lives in the state tuple)."""
 

@@ -64,7 +64,7 @@ Slot = tuple[int, str]
 Arrival = tuple[Slot, Buffered]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a compiled frozen dataclass does not unpickle (the processor holds one)
 class PageLimits:
     """When a page splits. ``keys``: most keys a page holds; ``bytes``: most bytes of its serialized value."""
 

@@ -29,7 +29,7 @@ from sparkcep.cep import Matcher, Result, compile_matcher
 from sparkcep.cep.conditions import Scope
 from sparkcep.cep.partials import NfaState
 from sparkcep.core.logic import SKIP, Record, RuleLogic, State
-from sparkcep.core.ties import order_ties
+from sparkcep.core.ties import TieOrder
 from sparkcep.expr import Expression, compile_expression
 from sparkcep.ids import output_id
 from sparkcep.rules.aggregate import format_decimal
@@ -82,8 +82,13 @@ class PatternLogic(RuleLogic):
             else {}
             for v, m in zip(ordered, self._matchers, strict=True)
         ]
+        # Equal times go by fields (SQL's ORDER BY rowtime, price): the events of one time are held, then matched in
+        # that order (sparkcep.core.ties). Any held event may come first once sorted, so the engine may not skip
+        # one because it starts nothing.
+        self._ties: TieOrder | None = None
         if any(v.pattern.get("tie_break") for v in ordered):
-            order_ties(self)  # equal times go by fields (SQL's ORDER BY rowtime, price): see sparkcep.core.ties
+            self._ties = TieOrder(self)
+            self.start_types = None
 
     def version_at(self, time: int) -> int:
         return bisect.bisect_right(self._starts, time) - 1
@@ -111,6 +116,22 @@ class PatternLogic(RuleLogic):
         out: list[Record],
         origin: str | None = None,
     ) -> State | None:
+        if self._ties is not None:
+            return self._ties.on_event(state, time, event_id, event_type, value, key, out, origin)
+        return self.match_event(state, time, event_id, event_type, value, key, out, origin)
+
+    def match_event(
+        self,
+        state: State | None,
+        time: int,
+        event_id: str,
+        event_type: str,
+        value: Any,
+        key: str,
+        out: list[Record],
+        origin: str | None = None,
+    ) -> State | None:
+        """:meth:`on_event` without the tie order: the event is matched now."""
         fields = value
         if state is None:
             return self._begin(time, event_id, event_type, fields, key, out, origin)
@@ -199,6 +220,12 @@ class PatternLogic(RuleLogic):
         return (timer, index, completed, seq, finishing, packed, last_time, last_id, *partials)
 
     def on_timer(self, state: State, time: int, key: str, out: list[Record]) -> State | None:
+        if self._ties is not None:
+            return self._ties.on_timer(state, time, key, out)
+        return self.fire_timer(state, time, key, out)
+
+    def fire_timer(self, state: State, time: int, key: str, out: list[Record]) -> State | None:
+        """:meth:`on_timer` without the tie order."""
         if len(state) == _NESTED_SLOTS:
             state = self.upgraded(state)
         packed, seq = state[_KEY], state[_SEQ]

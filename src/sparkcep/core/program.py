@@ -139,7 +139,7 @@ class Program:
         self.event_types: frozenset[str] = frozenset(t for _, t in routes if t != WILDCARD)
         self.consumes_all = any(t == WILDCARD for _, t in routes)
         # The rule index tuples of RuleValues, one object each (see Event): each rule alone, and runs of rules.
-        self._alone: tuple[tuple[int], ...] = tuple((index,) for index in range(len(self.logics)))
+        self._alone: tuple[tuple[int, ...], ...] = tuple((index,) for index in range(len(self.logics)))
         self._runs: dict[tuple[int, ...], tuple[int, ...]] = {}
         # Per keyset, per event type a line of that type was decoded with: (its rules, the key fields, whether
         # there is one); filled by the general path, read by the inline one (see decode).

@@ -6,8 +6,8 @@ and matches them when that time is complete: it sets its timer to that time, whi
 the key's last event at that time (see Engine._dispatch), and then sorts them by the version's ``tie_break``
 fields (then in the engine's order) and matches them one by one, as if they had come in that order.
 
-Only processors with a version that has ``tie_break`` are wrapped (:func:`order_ties` replaces their handlers),
-so every other processor runs exactly as before, and its state stays as it was. A wrapped processor's state is
+Only processors with a version that has ``tie_break`` hand their events to a :class:`TieOrder`, so every other
+processor runs exactly as before, and its state stays as it was. A wrapped processor's state is
 the processor's own state, or while it holds events ``(time, HOLDING, own state, held events)``: an older
 checkpoint's state reads as one that holds nothing.
 """
@@ -27,25 +27,31 @@ HOLDING = "tie-ordered"  # the second slot of a state holding events (a processo
 Held = tuple[str, str, Any, str | None]
 
 
-def order_ties(logic: PatternLogic) -> None:
-    """Make ``logic`` match events of equal time in its versions' ``tie_break`` order."""
-    orders = [parse_tie_break(version.pattern.get("tie_break")) for version in logic.versions]
-    own_event, own_timer = logic.on_event, logic.on_timer
-    # Any held event may come first once sorted, so the engine may not skip one because it starts nothing.
-    logic.start_types = None
+class TieOrder:
+    """Holds a processor's events of one time and matches them in its versions' ``tie_break`` order.
 
-    def flush(own: State | None, time: int, held: tuple[Held, ...], key: str, out: list[Record]) -> State | None:
+    The processor (:class:`~sparkcep.core.pattern.PatternLogic`) hands its events and timers here when one of its
+    versions has ``tie_break``; this calls back its own handlers (``match_event``, ``fire_timer``) in that order.
+    """
+
+    def __init__(self, logic: PatternLogic) -> None:
+        self._logic = logic
+        self._orders = [parse_tie_break(version.pattern.get("tie_break")) for version in logic.versions]
+
+    def _flush(self, own: State | None, time: int, held: tuple[Held, ...], key: str, out: list[Record]) -> State | None:
+        logic = self._logic
         index = logic.version_at(time)
-        fields = orders[index] if index >= 0 else ()
+        fields = self._orders[index] if index >= 0 else ()
         ordered = tie_ordered(held, fields, _fields) if fields else held
         for event_id, event_type, value, origin in ordered:
-            own = own_event(own, time, event_id, event_type, value, key, out, origin)
+            own = logic.match_event(own, time, event_id, event_type, value, key, out, origin)
         # As the engine does after a key's last event at a time: a timer due at that time fires now.
         while own is not None and own[0] == time:
-            own = own_timer(own, time, key, out)
+            own = logic.fire_timer(own, time, key, out)
         return own
 
     def on_event(
+        self,
         state: State | None,
         time: int,
         event_id: str,
@@ -57,19 +63,16 @@ def order_ties(logic: PatternLogic) -> None:
     ) -> State | None:
         own, held = _split(state)
         if held and state is not None and state[0] != time:  # not expected: the timer at that time flushes them
-            own, held = flush(own, state[0], held, key, out), ()
+            own, held = self._flush(own, state[0], held, key, out), ()
         return (time, HOLDING, own, (*held, (event_id, event_type, value, origin)))
 
-    def on_timer(state: State, time: int, key: str, out: list[Record]) -> State | None:
+    def on_timer(self, state: State, time: int, key: str, out: list[Record]) -> State | None:
         own, held = _split(state)
         if held and state[0] <= time:
-            own = flush(own, state[0], held, key, out)
+            own = self._flush(own, state[0], held, key, out)
         if own is not None and own[0] is not None and own[0] <= time:
-            own = own_timer(own, time, key, out)
+            own = self._logic.fire_timer(own, time, key, out)
         return own
-
-    logic.on_event = on_event  # type: ignore[method-assign]
-    logic.on_timer = on_timer  # type: ignore[method-assign]
 
 
 def _split(state: State | None) -> tuple[State | None, tuple[Held, ...]]:
