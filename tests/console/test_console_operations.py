@@ -55,8 +55,9 @@ def job_state(job: Job) -> dict[str, Any]:
 
 
 def test_a_running_job_is_running_since_it_started_and_names_its_spark_ui(job: Job) -> None:
-    write_status(job, status("running", 300, 4, spark_ui="http://worker-1:4040"))
+    write_status(job, status("running", 300, 4, spark_ui="http://worker-1:4040", engine="compiled"))
     state = job_state(job)
+    assert state["engine"] == "compiled"
     assert (state["state"], state["reason"], state["pid"], state["host"]) == ("running", None, 4242, "worker-1")
     assert abs(parse_event_time(state["since"]) - (time.time() - 300) * 1000) < 5_000
     assert state["spark_ui"] == "http://worker-1:4040" and state["command"] == "run"

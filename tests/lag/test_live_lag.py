@@ -183,7 +183,7 @@ def test_a_stopped_jobs_lag_is_measured_from_its_newest_committed_batch(tmp_path
     read_both = FileOffsets({"a.jsonl": (len(first), len(first)), "b.jsonl": (len(second), len(second))}).to_json()
     write_batch(ck, 0, read_a, committed=True)
     write_batch(ck, 1, read_both, committed=False)  # planned, never finished: a restart reads b again
-    write_status(ck, "failed", error="RunError: the disk is full")
+    write_status(ck, "failed", error="RunError: the disk is full", engine="python", engine_why="SPARKCEP_NATIVE=off")
     recorded = source_record(FileSource(str(inputs)))
     assert recorded is not None
     (ck / "sparkcep" / "run.json").write_text(json.dumps({"time_field": "occurred_at",
@@ -201,6 +201,7 @@ def test_a_stopped_jobs_lag_is_measured_from_its_newest_committed_batch(tmp_path
     result = CliRunner().invoke(main, ["status", "--checkpoint", str(ck)])
     assert result.exit_code == 0, result.output
     assert "why:        failed: RunError: the disk is full" in result.output
+    assert "engine:     python: SPARKCEP_NATIVE=off" in result.output
     assert "batch 0 committed; batch 1 planned, not finished (a restart runs it again)" in result.output
     assert f"behind:     4 records, {len(second):,} bytes, 1 file (measured now)" in result.output
 

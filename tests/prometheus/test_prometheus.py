@@ -319,6 +319,9 @@ def test_the_status_the_job_writes_is_read(checkpoint: Path) -> None:
     assert value(samples, "sparkcep_job_up") == 0
     assert value(samples, "sparkcep_job_state", state="failed") == 1
     assert value(samples, "sparkcep_job_state_since_timestamp_seconds") == failed_at_ms / 1000
+    engine = status.status.engine
+    assert engine in ("compiled", "python")
+    assert value(samples, "sparkcep_job_engine_info", engine=engine) == 1
 
 
 # -- reading only what changed ---------------------------------------------------------------------------------

@@ -16,11 +16,14 @@ from sparkcep.runfiles.status import (
     NO_FILE,
     SHOWN_STATES,
     STATES,
+    ENGINE_COMPILED,
+    ENGINE_PYTHON,
     JobStatus,
     NoStatus,
     StatusFile,
     read_status,
 )
+from sparkcep import native
 from sparkcep.storage import location
 from sparkcep.timeutil import parse_event_time
 
@@ -147,5 +150,19 @@ def test_the_written_file_keeps_its_field_order(tmp_path: Path) -> None:
     StatusFile(location(tmp_path), "run", bounded=False)
     written = json.loads((tmp_path / "sparkcep" / "status.json").read_text())
     assert list(written) == [
-        "state", "since", "heartbeat", "pid", "host", "command", "bounded", "spark_ui", "error", "reason",
+        "state", "since", "heartbeat", "pid", "host", "command", "bounded", "spark_ui", "error", "reason", "engine",
+        "engine_why",
     ]  # fmt: skip
+
+
+def test_the_status_says_which_engine_the_jobs_process_runs(tmp_path: Path) -> None:
+    (tmp_path / "sparkcep").mkdir()
+    written = StatusFile(location(tmp_path), "run", bounded=False).status
+    why = native.why_not()
+    assert (written.engine, written.engine_why) == (ENGINE_COMPILED if why is None else ENGINE_PYTHON, why)
+    assert read_status(tmp_path) == written
+    python = JobStatus.from_json({"state": "running", "engine": "python", "engine_why": "SPARKCEP_NATIVE=off"})
+    assert python.engine_phrase() == "python: SPARKCEP_NATIVE=off"
+    assert JobStatus.from_json({"state": "running", "engine": "compiled"}).engine_phrase() == "compiled"
+    foreign = JobStatus.from_json({"state": "running", "engine": 1, "engine_why": ["x"]})  # of another kind: dropped
+    assert (foreign.engine, foreign.engine_why, foreign.engine_phrase()) == (None, None, None)

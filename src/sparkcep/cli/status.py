@@ -83,6 +83,8 @@ def report_lines(report: JobReport) -> list[str]:
     """The report for a terminal: a line per fact, then a line per part of the source."""
     lines = [f"job:        {report.state}" + (f" since {report.since}" if report.since else ""),
              f"why:        {report.why}", f"checkpoint: {_position(report)}"]  # fmt: skip
+    if report.engine is not None:
+        lines.append(f"engine:     {report.engine}")
     if report.source:
         shown = report.source.get("path") or (
             f"{report.source.get('bootstrap_servers')} topics {report.source.get('topics')}"

@@ -43,6 +43,7 @@ class JobReport:
     since: str | None = None
     bounded: bool | None = None
     command: str | None = None
+    engine: str | None = None  # "compiled", or "python: why" (the job's process, from its status file)
     committed_batch: int | None = None  # the newest batch Spark committed: a restart resumes after it
     planned_batch: int | None = None  # the newest batch Spark planned; past committed_batch: it runs again
     source: dict[str, Any] = field(default_factory=dict)  # {"type": "files", "path"} or {"type": "kafka", ...}
@@ -76,6 +77,7 @@ def job_report(
     report = JobReport(
         checkpoint=str(checkpoint), state=state, why=why, since=since,
         bounded=None if status is None else status.bounded, command=None if status is None else status.command,
+        engine=None if status is None else status.engine_phrase(),
         committed_batch=committed, planned_batch=planned_batch(checkpoint),
     )  # fmt: skip
     if state in ("starting", "running"):

@@ -82,4 +82,5 @@ def _reported(status: JobStatus) -> JobState:
         spark_ui=spark_ui if spark_ui is not None and spark_ui.startswith(("http://", "https://")) else None,
         error=_text(status.error, 2_000),
         bounded=status.bounded,
+        engine=_text(status.engine_phrase()),
     )

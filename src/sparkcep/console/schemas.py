@@ -194,6 +194,11 @@ class JobState(BaseModel):
     spark_ui: str | None = Field(default=None, description="address of the Spark UI, when the job runs one")
     error: str | None = Field(default=None, description="why a failed job failed, one line")
     bounded: bool | None = Field(default=None, description="true for a run that ends when caught up")
+    engine: str | None = Field(
+        default=None,
+        description="'compiled' when the job's process runs the engine compiled (sparkcep.native), else "
+        "'python: ' and why",
+    )
 
 
 class SourcePartLag(BaseModel):

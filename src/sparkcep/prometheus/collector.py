@@ -343,6 +343,14 @@ def _job(status: JobStatus | None, now_ms: int) -> list[Metric]:
     found: list[Metric] = [up, family]
     if status is None:
         return found
+    if status.engine is not None:
+        engine = GaugeMetricFamily(
+            "sparkcep_job_engine_info",
+            'Always 1: whether the job\'s process runs the engine "compiled" (sparkcep.native) or its "python" files.',
+            labels=["engine"],
+        )
+        engine.add_metric([status.engine], 1)
+        found.append(engine)
     found += _gauge(
         "sparkcep_job_state_since_timestamp_seconds",
         "Since when the job is in the state it wrote (epoch seconds).",

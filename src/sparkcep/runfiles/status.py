@@ -2,13 +2,14 @@
 ``CHECKPOINT/sparkcep/status.json`` (:func:`sparkcep.runfiles.layout.status_file`). The one place that writes it
 and reads it back.
 
-``{"state", "since", "heartbeat", "pid", "host", "command", "bounded", "spark_ui", "error", "reason"}``: ``state``
-is one of :data:`STATES`; ``since`` when it entered that state and ``heartbeat`` its last refresh (ISO-8601 UTC);
-``error`` the first line of a failure; ``reason`` why a stopped job stopped (caught up, a signal,
-``--stop-after``). A live job refreshes the heartbeat every :data:`HEARTBEAT_S` seconds, so a reader that finds
-``starting`` or ``running`` with a heartbeat older than :data:`LOST_AFTER_S` knows the process died without a
-word (SIGKILL, a lost machine): the job is ``lost``. The file is replaced atomically; a job that cannot write it
-goes on.
+``{"state", "since", "heartbeat", "pid", "host", "command", "bounded", "spark_ui", "error", "reason", "engine",
+"engine_why"}``: ``state`` is one of :data:`STATES`; ``since`` when it entered that state and ``heartbeat`` its
+last refresh (ISO-8601 UTC); ``error`` the first line of a failure; ``reason`` why a stopped job stopped (caught
+up, a signal, ``--stop-after``); ``engine`` whether the job's process runs the engine compiled (``compiled``) or
+its Python files (``python``, and ``engine_why`` says why; see :mod:`sparkcep.native`). A live job refreshes the
+heartbeat every :data:`HEARTBEAT_S` seconds, so a reader that finds ``starting`` or ``running`` with a heartbeat
+older than :data:`LOST_AFTER_S` knows the process died without a word (SIGKILL, a lost machine): the job is
+``lost``. The file is replaced atomically; a job that cannot write it goes on.
 
 The file is read defensively: it may be missing, cut short, of another sparkcep version or not a status file at
 all. A field is kept only when it has the type the job writes; what the reader cannot use it says in
@@ -27,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, get_args
 
+from sparkcep.native import why_not
 from sparkcep.runfiles.layout import status_file
 from sparkcep.storage import Location, location
 from sparkcep.timeutil import format_iso, read_event_time
@@ -41,6 +43,8 @@ ShownState = Literal[State, "lost", "unknown"]
 STATES: tuple[State, ...] = get_args(State)
 SHOWN_STATES: tuple[ShownState, ...] = get_args(ShownState)
 ALIVE_STATES: tuple[State, ...] = ("starting", "running")  # a dead job's file says these too, with an old heartbeat
+ENGINE_COMPILED = "compiled"  # the job's process imports the engine's modules compiled (sparkcep.native)
+ENGINE_PYTHON = "python"  # it runs their Python files
 NO_FILE = "no status file: the job has not run with this version, or the checkpoint is elsewhere"
 _log = logging.getLogger(__name__)
 
@@ -60,6 +64,8 @@ class JobStatus:
     spark_ui: str | None = None
     error: str | None = None
     reason: str | None = None
+    engine: str | None = None  # ENGINE_COMPILED or ENGINE_PYTHON
+    engine_why: str | None = None  # why the Python files run
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -84,7 +90,15 @@ class JobStatus:
             spark_ui=text("spark_ui"),
             error=text("error"),
             reason=text("reason"),
+            engine=text("engine"),
+            engine_why=text("engine_why"),
         )
+
+    def engine_phrase(self) -> str | None:
+        """The engine the job runs, in one phrase: ``compiled``, ``python: <why>``, or None (an older sparkcep)."""
+        if self.engine == ENGINE_PYTHON and self.engine_why:
+            return f"{ENGINE_PYTHON}: {self.engine_why}"
+        return self.engine
 
     @property
     def since_ms(self) -> int | None:
@@ -168,7 +182,10 @@ class StatusFile:
     def __init__(self, checkpoint: Location, command: str, bounded: bool) -> None:
         self.path = status_file(checkpoint)
         now = _now()
-        self.status = JobStatus("starting", now, now, os.getpid(), socket.gethostname(), command, bounded)
+        why_python = why_not()
+        self.status = JobStatus("starting", now, now, os.getpid(), socket.gethostname(), command, bounded,
+                                engine=ENGINE_COMPILED if why_python is None else ENGINE_PYTHON,
+                                engine_why=why_python)  # fmt: skip
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
