@@ -9,21 +9,21 @@ from pathlib import Path
 
 import pytest
 
+from sparkcep import native
 from sparkcep.runfiles import layout
 from sparkcep.runfiles.status import (
+    ENGINE_COMPILED,
+    ENGINE_PYTHON,
     LOST_AFTER_S,
     MAX_STATUS_BYTES,
     NO_FILE,
     SHOWN_STATES,
     STATES,
-    ENGINE_COMPILED,
-    ENGINE_PYTHON,
     JobStatus,
     NoStatus,
     StatusFile,
     read_status,
 )
-from sparkcep import native
 from sparkcep.storage import location
 from sparkcep.timeutil import parse_event_time
 
