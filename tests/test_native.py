@@ -97,3 +97,24 @@ def test_the_compiled_engine_gives_what_the_python_files_give(workload: str, tmp
     assert len(compiled["before"]["dead"]) + len(compiled["after"]["dead"]) >= len(HOSTILE)
     assert compiled["before"] == python["before"]
     assert compiled["after"] == python["after"]
+
+
+@pytest.mark.parametrize(
+    ("driver_compiled", "worker_why", "warned"),
+    [(True, None, False), (False, "SPARKCEP_NATIVE=off", False), (True, "no build of these sources in /x", True)],
+)
+def test_a_worker_that_runs_the_python_files_under_a_compiled_driver_says_so_once(
+    driver_compiled: bool, worker_why: str | None, warned: bool, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    monkeypatch.setattr(native, "_why_not", [worker_why])
+    monkeypatch.setattr(native, "_worker_checked", [False])
+    differs = native.worker_differs(driver_compiled)
+    assert (differs is not None) == warned
+    with caplog.at_level("WARNING", logger="sparkcep.native"):
+        native.check_worker(driver_compiled)
+        native.check_worker(driver_compiled)  # a second task in the same worker: nothing more
+    said = [record.getMessage() for record in caplog.records if record.name == "sparkcep.native"]
+    assert said == ([f"sparkcep: {differs}"] if warned else [])
+    if warned:
+        assert "no build of these sources in /x" in said[0] and "python -m sparkcep.native_build" in said[0]

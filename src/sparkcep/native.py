@@ -24,7 +24,9 @@ import hashlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import logging
 import os
+import socket
 import sys
 from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
@@ -66,6 +68,8 @@ PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # the directory that hold
 # This interpreter's extension suffix (its ABI), as in engine.cpython-311-x86_64-linux-gnu.so.
 SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
 _why_not: list[str | None] = ["not looked for yet"]  # what activate found: None, or why the Python files run
+_worker_checked = [False]  # a worker process says once that it differs from its driver, not once per task
+_log = logging.getLogger(__name__)
 
 
 def source_of(module: str, package_root: Path = PACKAGE_ROOT) -> Path:
@@ -155,3 +159,27 @@ def why_not() -> str | None:
 def compiled(module: ModuleType) -> bool:
     """Whether ``module`` was loaded from a compiled extension."""
     return str(getattr(module, "__file__", "")).endswith(SUFFIX)
+
+
+def worker_differs(driver_compiled: bool) -> str | None:
+    """Why this process (a Spark Python worker) runs the engine's Python files while the driver that planned its
+    work runs it compiled; None when they agree or the driver runs the Python files too. On a cluster it means the
+    executors' environment holds no build of these sources (docs/cluster.md): the job is right, only slower."""
+    why = why_not()
+    if not driver_compiled or why is None:
+        return None
+    return (
+        f"this Python worker ({socket.gethostname()}, pid {os.getpid()}) runs the engine's Python files while the "
+        f"driver runs it compiled: {why}. The outputs are the same, the CPU per event higher: build it into the "
+        "executors' environment (python -m sparkcep.native_build, docs/cluster.md)"
+    )
+
+
+def check_worker(driver_compiled: bool) -> None:
+    """Log :func:`worker_differs` as a warning, once per process (the worker's log: the executor's stderr)."""
+    if _worker_checked[0]:
+        return
+    _worker_checked[0] = True
+    differs = worker_differs(driver_compiled)
+    if differs is not None:
+        _log.warning("sparkcep: %s", differs)

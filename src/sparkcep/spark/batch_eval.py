@@ -41,6 +41,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sparkcep import native
 from sparkcep.core.batch_result import BatchResult
 from sparkcep.core.bucket_state import BucketState, collector_paused
 from sparkcep.core.engine import NO_WATERMARK, Engine
@@ -226,7 +227,10 @@ def evaluate_sorted(
     the rows the driver looked at (:func:`end_of_routed`)."""
     from sparkcep.spark.processor import result_frame  # the same records as a streaming run's
 
+    driver_compiled = native.why_not() is None  # here on the driver; evaluate runs in the workers
+
     def evaluate(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        native.check_worker(driver_compiled)
         program = _program(rules_json)
         engine = Engine(program)
         fields = {rule: tuple(names) for rule, names in orjson.loads(key_fields_json).items()}

@@ -24,6 +24,7 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
+from sparkcep import native
 from sparkcep.core.batch_result import BatchResult
 from sparkcep.core.bucket_state import collector_paused
 from sparkcep.core.control import read_rules_record
@@ -191,8 +192,10 @@ class EngineProcessor(StatefulProcessor):
         # A rescaled checkpoint's query starts without Spark's watermark: its first micro-batch judges lateness
         # against the old query's, as a restart of the old query would (sparkcep.spark.rescale).
         self._floor = NO_WATERMARK if watermark_floor_ms is None else watermark_floor_ms
+        self._driver_compiled = native.why_not() is None  # made on the driver; init runs in the workers
 
     def init(self, handle: StatefulProcessorHandle) -> None:
+        native.check_worker(self._driver_compiled)
         self._handle = handle
         self._state = handle.getValueState("bucket", STATE_SCHEMA)
         self._pages = MapStatePages(handle.getMapState("pages", PAGE_KEY_SCHEMA, PAGE_SCHEMA))
