@@ -588,7 +588,7 @@ def test_docs_list_every_metric_the_exporter_gives_and_no_other(checkpoint: Path
                  "bytes_behind": 2_048, "position": "part-3.jsonl:512"}  # fmt: skip
     write_batch(checkpoint, batch(0))
     write_batch(checkpoint, batch(1, source_lag=[files_lag]))
-    write_status(checkpoint, "running", T0)
+    write_status(checkpoint, "running", T0, engine="compiled")
     exported = {
         re.sub(r"_(bucket|sum|count)$", "", name) if name.startswith("sparkcep_batch_duration_seconds") else name
         for name, _labels in scrape(CheckpointCollector(checkpoint, clock=lambda: T0 / 1000))
