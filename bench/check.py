@@ -7,7 +7,10 @@
 The baseline is checked out once into ``WORKDIR/baseline-<short sha>`` (a detached git worktree, reused) and
 run with ``PYTHONPATH=<worktree>/src``; the current code with ``PYTHONPATH=<repo>/src`` (or ``--current``). Both
 run with this virtualenv's python as ``python -m sparkcep.cli ...`` in a subprocess, with only options that the
-baseline understands too. Each workload's input is generated once (deterministic seeds) into the work directory
+baseline understands too. Before any run, each code that has the compiled engine (``sparkcep.native``) gets the
+build of its own sources (``python -m sparkcep.native_build``, about a minute the first time for a digest; an
+uncommitted edit of an engine module is a new digest): the report's header says which engine each code ran, and
+the harness warns when they differ, since the ratios would then measure the build. Each workload's input is generated once (deterministic seeds) into the work directory
 and reused by both codes and by later checks with the same parameters. Rounds alternate the codes (reference,
 baseline, current, reference, baseline, current, ...; ``--repeat K``) so a noisy machine slows both alike; the
 report shows the median per metric.
@@ -76,7 +79,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from codes import HARNESS_MODULE, ROOT, Code, baseline_worktree, git
+from codes import HARNESS_MODULE, ROOT, Code, baseline_worktree, engine, git
 
 if TYPE_CHECKING:  # imported for real only once the harness's sparkcep is chosen
     from checks.runs import Run, Setup
@@ -133,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = run_all(setup, plan)
     load_end = os.getloadavg()
     body = report(runs, reported(plan.workloads), args.repeat)
-    context = describe(setup, args.reference_code)
+    context = describe(setup, args.reference_code, args.engines)
     print(f"{command}\n\n{context}\n\n{body}")
     print(f"\nresults: {save(setup.workdir, command, context, (load_start, load_end), runs, body)}")
     if args.record:
@@ -179,6 +182,11 @@ def prepare(args: argparse.Namespace) -> tuple[Setup, Plan]:
     plan = Plan(workloads, args.events, events_for(args.events_for), feed, args.kafka_settle,
                 args.flink_python)  # fmt: skip
     say(f"baseline {tree.name} ({tree}), current {current.pythonpath}, work directory {workdir}, harness {harness}")
+    # The baseline's build first, the current code's last: the newest builds are the ones kept (native_build).
+    args.engines = {code.name: engine(code) for code in (baseline, current)}
+    say(f"engine: baseline {args.engines[baseline.name]}, current {args.engines[current.name]}")
+    if len(set(args.engines.values())) > 1:
+        say("the two codes run different engines: the ratios measure that too")
     if args.stall > 0 and any(is_live(name) for name in workloads) and feed.after_stall() == 0:
         enough = next(n for n in itertools.count(args.live_files) if dataclasses.replace(feed, files=n).after_stall())
         say(f"--stall {args.stall:g}: no live input arrives after the stall, the latencies are over the first "
@@ -219,15 +227,17 @@ def report(runs: list[Run], workloads: list[str], repeat: int) -> str:
     return "\n\n".join(parts)
 
 
-def describe(setup: Setup, reference_code: str) -> str:
-    """Which codes ran: the baseline's commit, and the current sources' commit and whether they had changes."""
+def describe(setup: Setup, reference_code: str, engines: dict[str, str]) -> str:
+    """Which codes ran: the baseline's commit, and the current sources' commit and whether they had changes, and
+    the engine each ran (compiled or its Python files)."""
     tree = Path(setup.baseline.pythonpath).parent
     subject = git("-C", str(tree), "log", "-1", "--format=%h %s")[:100]
     sources = setup.current.pythonpath
     changed = git("status", "--porcelain", "--", sources) if sources.startswith(str(ROOT)) else ""
     head = git("rev-parse", "--short", "HEAD")
     state = f"{head} with uncommitted changes" if changed else head
-    return (f"Baseline {subject!r}; current {sources} ({state}); reference code: {reference_code}; "
+    ran = f"engine: baseline {engines[setup.baseline.name]}, current {engines[setup.current.name]}"
+    return (f"Baseline {subject!r}; current {sources} ({state}); {ran}; reference code: {reference_code}; "
             f"{os.cpu_count()} cores")  # fmt: skip
 
 

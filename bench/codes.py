@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +39,29 @@ def environment(code: Code) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = code.pythonpath
     return env
+
+
+# The compiled engine (sparkcep.native): a code without it runs the Python files only.
+NATIVE_MODULE = Path("sparkcep") / "native.py"
+_COMPILED = "sparkcep.native: compiled modules in use"
+
+
+def engine(code: Code) -> str:
+    """Which engine ``code``'s runs use, after building its compiled modules where it has them (once per digest of
+    its sources; an edited engine module needs a build of its own): ``compiled``, or ``Python files`` and why.
+    A check whose two codes ran different engines would measure the build, not the change: the report says so."""
+    if not code.has(NATIVE_MODULE):
+        return "Python files (no sparkcep.native in this code)"
+    env = environment(code)
+    built = subprocess.run([sys.executable, "-m", "sparkcep.native_build"], env=env, capture_output=True, text=True,
+                           check=False)  # fmt: skip
+    status = subprocess.run([sys.executable, "-m", "sparkcep.native_build", "--status"], env=env,
+                            capture_output=True, text=True, check=False)  # fmt: skip
+    said = status.stdout.strip()
+    if said.startswith(_COMPILED):
+        return "compiled"
+    failure = (built.stderr.strip().splitlines() or [""])[-1]
+    return f"Python files ({said or status.stderr.strip()[-300:]}{'; ' + failure if failure else ''})"
 
 
 def baseline_worktree(revision: str, workdir: Path) -> Path:

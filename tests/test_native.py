@@ -118,3 +118,24 @@ def test_a_worker_that_runs_the_python_files_under_a_compiled_driver_says_so_onc
     assert said == ([f"sparkcep: {differs}"] if warned else [])
     if warned:
         assert "no build of these sources in /x" in said[0] and "python -m sparkcep.native_build" in said[0]
+
+
+def test_a_build_asked_for_again_counts_as_the_newest_and_is_not_pruned(tmp_path: Path) -> None:
+    from sparkcep import native_build
+
+    target = tmp_path / native.digest()
+    for module in native.MODULES:  # a complete build as extension_paths reads one: no compiler needed
+        extension = target.joinpath(*module.split(".")).with_name(module.split(".")[-1] + native.SUFFIX)
+        extension.parent.mkdir(parents=True, exist_ok=True)
+        extension.write_bytes(b"")
+    (target / native.COMPLETE).write_text("made by the test\n", encoding="utf-8")
+    os.utime(target, (1_000_000, 1_000_000))
+    others = [tmp_path / f"other-{number}" for number in range(4)]  # builds of other checkouts' sources
+    for number, other in enumerate(others):
+        other.mkdir()
+        os.utime(other, (2_000_000 + number, 2_000_000 + number))
+    assert native_build.build(tmp_path) == target  # found: nothing compiled
+    native_build._prune(tmp_path, keep=others[0])  # another checkout's build was made next
+    kept = sorted(path.name for path in tmp_path.iterdir())
+    assert target.name in kept and len(kept) == 4  # others[1], the oldest of the rest, went instead
+    assert others[1].name not in kept

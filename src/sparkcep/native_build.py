@@ -36,6 +36,7 @@ def build(root: Path | None = None, package_root: Path = PACKAGE_ROOT) -> Path:
     root = root or native_root()
     target = root / digest(package_root)
     if extension_paths(target) is not None:
+        os.utime(target)  # asked for now: the newest, so another checkout's build does not prune it (_prune)
         return target
     root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="sparkcep-native-") as work:
@@ -73,7 +74,8 @@ def build(root: Path | None = None, package_root: Path = PACKAGE_ROOT) -> Path:
 
 
 def _prune(root: Path, keep: Path) -> None:
-    """Remove all but the newest builds (other sources, left by other checkouts or earlier versions)."""
+    """Remove all but the newest builds (other sources, left by other checkouts or earlier versions); a build is as
+    new as the last :func:`build` that asked for it."""
     builds = sorted(
         (path for path in root.iterdir() if path.is_dir() and not path.name.startswith(".") and path != keep),
         key=lambda path: path.stat().st_mtime,
