@@ -10,10 +10,10 @@ run with this virtualenv's python as ``python -m sparkcep.cli ...`` in a subproc
 baseline understands too. Before any run, each code that has the compiled engine (``sparkcep.native``) gets the
 build of its own sources (``python -m sparkcep.native_build``, about a minute the first time for a digest; an
 uncommitted edit of an engine module is a new digest): the report's header says which engine each code ran, and
-the harness warns when they differ, since the ratios would then measure the build. Each workload's input is generated once (deterministic seeds) into the work directory
-and reused by both codes and by later checks with the same parameters. Rounds alternate the codes (reference,
-baseline, current, reference, baseline, current, ...; ``--repeat K``) so a noisy machine slows both alike; the
-report shows the median per metric.
+the harness warns when they differ, since the ratios would then measure the build. Each workload's input is
+generated once (deterministic seeds) into the work directory and reused by both codes and by later checks with
+the same parameters. Rounds alternate the codes (reference, baseline, current, reference, baseline, current, ...;
+``--repeat K``) so a noisy machine slows both alike; the report shows the median per metric.
 
 Workloads (``--workloads``, default all of them; PyFlink only with ``--flink-python``):
 
