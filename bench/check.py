@@ -32,6 +32,10 @@ Workloads (``--workloads``, default all of them; PyFlink only with ``--flink-pyt
   pipeline.yaml`` (trigger 1s, the python Kafka source), then a batch of 1,000 events produced every interval;
   a batch's produce (flush returned) to the end of the micro-batch whose offsets passed it.
 - ``--flink-python PATH``: /work/shared/peers/flink_ceg.py once over the orders input.
+- ``--kafka-trim-backfill``: kafka-live runs delete the backfill's records from the topic (Kafka's DeleteRecords,
+  what a retention policy does) once the job has read them, before the first live batch. The development broker
+  rewrites its whole log after every produce (0.75 of the 2 cores with 1M records in it, 0.01 once they are
+  deleted): without this option a kafka-live-1m run measures the job beside that work.
 
 ``--stall SECONDS`` (live workloads; checks/stall.py): once a third of the live inputs arrived, the job's whole
 process tree (CLI driver, JVM, Python workers) is stopped with SIGSTOP while inputs keep arriving every interval,
@@ -107,6 +111,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "inputs (default 0: no stall)")  # fmt: skip
     parser.add_argument("--kafka-settle", type=float, default=60.0,
                         help="at most this many seconds for the broker to go quiet after producing")  # fmt: skip
+    parser.add_argument("--kafka-trim-backfill", action="store_true",
+                        help="kafka-live: delete the backfill's records from the topic once the job has read "
+                             "them, before the first live batch (checks/kafka_live.py)")  # fmt: skip
     parser.add_argument("--flink-python", type=Path, help="a python with apache-flink==2.3.0: adds the PyFlink peer")
     parser.add_argument("--reference-code", choices=["baseline", "current"], default="baseline",
                         help="whose oracle and pure engine are the reference (default: the baseline's)")  # fmt: skip
@@ -180,7 +187,7 @@ def prepare(args: argparse.Namespace) -> tuple[Setup, Plan]:
     setup = Setup(workdir, baseline, current, reference, args.repeat, args.timeout)
     feed = Feed(args.live_files, args.interval, args.stall)
     plan = Plan(workloads, args.events, events_for(args.events_for), feed, args.kafka_settle,
-                args.flink_python)  # fmt: skip
+                args.flink_python, args.kafka_trim_backfill)  # fmt: skip
     say(f"baseline {tree.name} ({tree}), current {current.pythonpath}, work directory {workdir}, harness {harness}")
     # The baseline's build first, the current code's last: the newest builds are the ones kept (native_build).
     args.engines = {code.name: engine(code) for code in (baseline, current)}

@@ -36,9 +36,7 @@ from run_breakdown import read_event_log
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = ROOT / "examples" / "orders.rules.json"
-RENAMING_FILE_MANAGER = (
-    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
-)
+RENAMING_FILE_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 PHASES = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets", "triggerExecution")
 
 
@@ -55,7 +53,38 @@ def _line(n: int) -> str:
     )
 
 
-def _bare_plans(spark: Any, source: Path, work: Path, with_files: bool, rows_api: bool = False) -> Any:
+def _python_writer(staging: str, batch_id: int) -> Any:
+    """``mapInArrow``: a task's rows sorted by (name, time, payload) in pyarrow and written as one text file per
+    name, without Spark's write job; out: one row per file written (its name and line count)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def write(batches: Iterator[Any]) -> Iterator[Any]:
+        import uuid
+
+        batches = list(batches)
+        names, counts = [], []
+        table = pa.Table.from_batches(batches) if batches else None
+        if table is not None and table.num_rows:
+            table = table.sort_by([("name", "ascending"), ("time", "ascending"), ("payload", "ascending")])
+            for name in pc.unique(table.column("name")).to_pylist():
+                rows = table.filter(pc.equal(table.column("name"), name))
+                directory = Path(staging) / f"batch-{batch_id}" / f"name={name}"
+                directory.mkdir(parents=True, exist_ok=True)
+                text = "\n".join(rows.column("payload").to_pylist()) + "\n"
+                (directory / f"part-{uuid.uuid4().hex}.txt").write_text(text)
+                names.append(name)
+                counts.append(rows.num_rows)
+        yield pa.RecordBatch.from_pydict(
+            {"name": names, "count": counts}, schema=pa.schema([("name", pa.string()), ("count", pa.int64())])
+        )
+
+    return write
+
+
+def _bare_plans(
+    spark: Any, source: Path, work: Path, with_files: bool, rows_api: bool = False, python_files: bool = False
+) -> Any:
     """The bare query over ``source``: Spark's text source, a watermark, one TWS processor, foreachBatch
     (``rows_api``: the Row-based ``transformWithState`` instead of the pandas one)."""
     import pandas as pd
@@ -101,7 +130,9 @@ def _bare_plans(spark: Any, source: Path, work: Path, with_files: bool, rows_api
     staging = work / "staging"
 
     def write(frame: Any, batch_id: int) -> None:
-        if with_files:
+        if python_files:
+            frame.mapInArrow(_python_writer(str(staging), batch_id), "name string, count long").collect()
+        elif with_files:
             (
                 frame.sortWithinPartitions("name", "time", "payload")
                 .select("name", "payload")
@@ -123,12 +154,12 @@ def _bare_plans(spark: Any, source: Path, work: Path, with_files: bool, rows_api
 
 
 def _run_bare(
-    spark: Any, work: Path, batches: int, with_files: bool, rows_api: bool = False
+    spark: Any, work: Path, batches: int, with_files: bool, rows_api: bool = False, python_files: bool = False
 ) -> list[dict[str, float]]:
     source = work / "in"
     source.mkdir(parents=True)
     (source / "f-000.jsonl").write_text(_line(0) + "\n")
-    query = _bare_plans(spark, source, work, with_files, rows_api)
+    query = _bare_plans(spark, source, work, with_files, rows_api, python_files)
     try:
         query.processAllAvailable()  # the first batch: plans, workers, state stores
         seen = len(query.recentProgress)
@@ -213,8 +244,15 @@ def main() -> None:
     rows = {
         "bare": _run_bare(spark, work / "bare", args.batches, with_files=False),
         "bare+files": _run_bare(spark, work / "bare-files", args.batches, with_files=True),
+        "bare+files written in the tasks' Python": _run_bare(
+            spark, work / "bare-pyfiles", args.batches, with_files=False, python_files=True
+        ),
         "bare, Row API": _run_bare(spark, work / "bare-rows", args.batches, with_files=False, rows_api=True),
         "bare again": _run_bare(spark, work / "bare-2", args.batches, with_files=False),
+        "bare+files again": _run_bare(spark, work / "bare-files-2", args.batches, with_files=True),
+        "bare+files written in the tasks' Python, again": _run_bare(
+            spark, work / "bare-pyfiles-2", args.batches, with_files=False, python_files=True
+        ),
     }
     spark.stop()
     if args.skip_sparkcep:

@@ -32,6 +32,7 @@ class Plan:
     feed: Feed
     kafka_settle_s: float
     flink_python: Path | None
+    kafka_trim_backfill: bool = False  # kafka-live: delete the read backfill from the topic (checks/kafka_live.py)
 
     def events_of(self, workload: str) -> int:
         return self.events_for.get(workload, DEFAULT_EVENTS.get(workload, self.events))
@@ -66,7 +67,7 @@ def run_all(setup: Setup, plan: Plan) -> list[Run]:
         elif name == "kafka":
             done, _ = run_kafka(setup, data.kafka_orders(setup.workdir, plan.events_of(name)), plan.kafka_settle_s)
         elif name.startswith("kafka-live-"):
-            done = run_kafka_live(setup, name, plan.feed, plan.kafka_settle_s)
+            done = run_kafka_live(setup, name, plan.feed, plan.kafka_settle_s, plan.kafka_trim_backfill)
         else:
             done = run_live(setup, name, plan.feed)
         runs += done

@@ -50,6 +50,7 @@ MODULES: tuple[str, ...] = (
     "sparkcep.core.pattern",
     "sparkcep.core.program",
     "sparkcep.core.routing",
+    "sparkcep.core.timeline",
     "sparkcep.cep.conditions",
     "sparkcep.cep.nfa",
     "sparkcep.cep.partials",

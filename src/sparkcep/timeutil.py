@@ -238,6 +238,10 @@ def _shown(value: object) -> str:
 
 
 _DAY_TEXT: dict[int, str] = {}  # days since the epoch -> "YYYY-MM-DD" (every output record formats times)
+# Zero-padded numbers looked up, not formatted: compiled (sparkcep.native), a format spec such as ``:02d`` takes
+# the generic formatting path, and format_iso took 1.8 µs a call against 1.05 µs as Python (one per output).
+_TWO_DIGITS = tuple(f"{n:02d}" for n in range(60))
+_THREE_DIGITS = tuple(f"{n:03d}" for n in range(1000))
 
 
 def format_iso(ms: int) -> str:
@@ -251,4 +255,4 @@ def format_iso(ms: int) -> str:
     seconds, millis = divmod(rest, 1000)
     minutes, second = divmod(seconds, 60)
     hour, minute = divmod(minutes, 60)
-    return f"{text}T{hour:02d}:{minute:02d}:{second:02d}.{millis:03d}Z"
+    return f"{text}T{_TWO_DIGITS[hour]}:{_TWO_DIGITS[minute]}:{_TWO_DIGITS[second]}.{_THREE_DIGITS[millis]}Z"

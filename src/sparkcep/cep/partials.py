@@ -4,7 +4,6 @@ the matcher's state per key, and the results it hands back. See sparkcep.cep.nfa
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
 from sparkcep.cep.conditions import Path
@@ -22,15 +21,36 @@ Found = tuple[Partial, int]  # a match and the time it was found
 NfaState = tuple[Sequence[Partial], Sequence[Found], int]
 
 
-@dataclass(frozen=True)
 class Result:
-    """A match (``timed_out`` False) or a timed-out partial match, found at ``time``."""
+    """A match (``timed_out`` False) or a timed-out partial match, found at ``time``. Never changed once made."""
 
-    timed_out: bool
-    time: int
-    path: Path
-    dropped: bool = False  # pushed out by the pattern's max_partial_matches
-    within: int | None = None  # for a timeout: the window that ran out
+    # A plain class, not a frozen dataclass: compiled (sparkcep.native), a dataclass's generated ``__init__``
+    # stays a Python function, and a frozen one sets each field through ``object.__setattr__``.
+    __slots__ = ("dropped", "path", "time", "timed_out", "within")
+
+    def __init__(
+        self, timed_out: bool, time: int, path: Path, dropped: bool = False, within: int | None = None
+    ) -> None:
+        self.timed_out = timed_out
+        self.time = time
+        self.path = path
+        self.dropped = dropped  # pushed out by the pattern's max_partial_matches
+        self.within = within  # for a timeout: the window that ran out
+
+    def _fields(self) -> tuple[bool, int, Path, bool, int | None]:
+        return self.timed_out, self.time, self.path, self.dropped, self.within
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Result) and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return (
+            f"Result(timed_out={self.timed_out!r}, time={self.time!r}, path={self.path!r}, "
+            f"dropped={self.dropped!r}, within={self.within!r})"
+        )
 
     @property
     def kind(self) -> str:

@@ -111,15 +111,17 @@ class Engine:
         """
         result = BatchResult(rows=len(rows))
         arrivals: list[tuple[tuple[int, str], Buffered]] = []
-        decode = self.program.decode
+        # The program in a local, not its bound method: compiled (sparkcep.native), a call through a local bound
+        # method goes through Python's generic call, a method call on a typed local is a direct one.
+        program = self.program
         late_by_rule, dead_by_rule = result.late_by_rule, result.dead_by_rule
         max_time = result.max_event_time
         routed_times = [None] * len(rows) if times is None else times
         for (keyset, line), routed_time in zip(rows, routed_times, strict=True):
-            decoded = decode(line, keyset, routed_time)
+            decoded = program.decode(line, keyset, routed_time)
             for rule_index, reason in decoded.dead:
                 result.dead.append((line, reason))
-                rule_id = self.program.rule_id_of(rule_index)
+                rule_id = program.rule_id_of(rule_index)
                 dead_by_rule[rule_id] = dead_by_rule.get(rule_id, 0) + 1
             event = decoded.event
             if event is None or keyset < 0:  # unrouted: dead letters (or a control record) only
@@ -208,13 +210,12 @@ class Engine:
         keys = state.keys
         # Key order only affects the order of records within one call; sorted for reproducible output.
         due.sort()
-        wake_at = state.wake_later().append
-        advance_key = self._advance_key
+        wake_later = state.wake_later()  # called on the list, not through a bound method: see admit
         for slot in due:
             key_state = keys[slot]
-            wake = advance_key(slot[1], key_state, watermark, out, errors, result)
+            wake = self._advance_key(slot[1], key_state, watermark, out, errors, result)
             if wake is not None:
-                wake_at((wake, slot))
+                wake_later.append((wake, slot))
             elif not key_state[KEY_RULES]:  # no wake-up: no pending events; no rule state either
                 del keys[slot]
 
