@@ -12,6 +12,8 @@ file source:
   row; the batch goes to Spark's ``noop`` sink from ``foreachBatch``. Nothing of sparkcep.
 - ``bare+files``: the same, but ``foreachBatch`` writes the batch as sparkcep's file sink does (sorted, partitioned
   by output name, text files in a staging directory).
+- ``bare+files written in the tasks' Python``: the same files written by a ``mapInArrow`` in the tasks (sorted
+  with pyarrow, a row per file collected), without Spark's write job.
 - ``sparkcep``: ``sparkcep run`` itself (a separate process: a whole job), fed one file per batch.
 
 Each batch's time is Spark's ``triggerExecution`` (latest offset, planning, the batch, commits), from the query's
@@ -30,13 +32,16 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from run_breakdown import read_event_log
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = ROOT / "examples" / "orders.rules.json"
 RENAMING_FILE_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+# Where the bare plan's outputs go: Spark's noop sink, files by Spark's writer as sparkcep's file sink writes
+# them, or files written by the tasks' Python (_python_writer).
+Files = Literal["none", "spark", "python"]
 PHASES = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets", "triggerExecution")
 
 
@@ -82,9 +87,7 @@ def _python_writer(staging: str, batch_id: int) -> Any:
     return write
 
 
-def _bare_plans(
-    spark: Any, source: Path, work: Path, with_files: bool, rows_api: bool = False, python_files: bool = False
-) -> Any:
+def _bare_plans(spark: Any, source: Path, work: Path, files: Files, rows_api: bool = False) -> Any:
     """The bare query over ``source``: Spark's text source, a watermark, one TWS processor, foreachBatch
     (``rows_api``: the Row-based ``transformWithState`` instead of the pandas one)."""
     import pandas as pd
@@ -130,9 +133,9 @@ def _bare_plans(
     staging = work / "staging"
 
     def write(frame: Any, batch_id: int) -> None:
-        if python_files:
+        if files == "python":
             frame.mapInArrow(_python_writer(str(staging), batch_id), "name string, count long").collect()
-        elif with_files:
+        elif files == "spark":
             (
                 frame.sortWithinPartitions("name", "time", "payload")
                 .select("name", "payload")
@@ -153,13 +156,11 @@ def _bare_plans(
     )
 
 
-def _run_bare(
-    spark: Any, work: Path, batches: int, with_files: bool, rows_api: bool = False, python_files: bool = False
-) -> list[dict[str, float]]:
+def _run_bare(spark: Any, work: Path, batches: int, files: Files, rows_api: bool = False) -> list[dict[str, float]]:
     source = work / "in"
     source.mkdir(parents=True)
     (source / "f-000.jsonl").write_text(_line(0) + "\n")
-    query = _bare_plans(spark, source, work, with_files, rows_api, python_files)
+    query = _bare_plans(spark, source, work, files, rows_api)
     try:
         query.processAllAvailable()  # the first batch: plans, workers, state stores
         seen = len(query.recentProgress)
@@ -242,16 +243,14 @@ def main() -> None:
     # The checkpoint file manager sparkcep run uses for local checkpoints (rename(2), no Hadoop FileContext).
     spark.conf.set("spark.sql.streaming.checkpointFileManagerClass", RENAMING_FILE_MANAGER)
     rows = {
-        "bare": _run_bare(spark, work / "bare", args.batches, with_files=False),
-        "bare+files": _run_bare(spark, work / "bare-files", args.batches, with_files=True),
-        "bare+files written in the tasks' Python": _run_bare(
-            spark, work / "bare-pyfiles", args.batches, with_files=False, python_files=True
-        ),
-        "bare, Row API": _run_bare(spark, work / "bare-rows", args.batches, with_files=False, rows_api=True),
-        "bare again": _run_bare(spark, work / "bare-2", args.batches, with_files=False),
-        "bare+files again": _run_bare(spark, work / "bare-files-2", args.batches, with_files=True),
+        "bare": _run_bare(spark, work / "bare", args.batches, "none"),
+        "bare+files": _run_bare(spark, work / "bare-files", args.batches, "spark"),
+        "bare+files written in the tasks' Python": _run_bare(spark, work / "bare-pyfiles", args.batches, "python"),
+        "bare, Row API": _run_bare(spark, work / "bare-rows", args.batches, "none", rows_api=True),
+        "bare again": _run_bare(spark, work / "bare-2", args.batches, "none"),
+        "bare+files again": _run_bare(spark, work / "bare-files-2", args.batches, "spark"),
         "bare+files written in the tasks' Python, again": _run_bare(
-            spark, work / "bare-pyfiles-2", args.batches, with_files=False, python_files=True
+            spark, work / "bare-pyfiles-2", args.batches, "python"
         ),
     }
     spark.stop()
