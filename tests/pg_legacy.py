@@ -14,7 +14,8 @@ from typing import Any
 
 import psycopg
 
-from sparkcep.runfiles.outputs import key_text, record_time
+from sparkcep.core.result_columns import key_text
+from sparkcep.runfiles.outputs import record_time
 from sparkcep.store.records import StoredVersion
 
 RULE_VERSION_TABLE = "sparkcep_schema_version"

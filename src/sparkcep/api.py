@@ -26,10 +26,11 @@ from sparkcep.arrival import ARRIVAL, orders_by_arrival, time_settings
 from sparkcep.cep.builder import Pattern
 from sparkcep.core.control import flush_record
 from sparkcep.core.program import Program
+from sparkcep.core.result_columns import OUTPUT
 from sparkcep.errors import SparkcepError
 from sparkcep.io.lag import SourceLag
 from sparkcep.rules.model import RuleSet, load_rules, parse_rules, rule_keys
-from sparkcep.spark.detection import DEAD_LETTER, ERROR, LATE, METRIC, OUTPUT
+from sparkcep.spark.detection import DEAD_LETTER, ERROR, LATE, METRIC
 from sparkcep.spark.store_feed import StoreFeed, read_state, store_spec
 from sparkcep.storage import Location, location
 from sparkcep.store import RuleStore, open_store

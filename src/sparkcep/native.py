@@ -49,6 +49,7 @@ MODULES: tuple[str, ...] = (
     "sparkcep.core.pages",
     "sparkcep.core.pattern",
     "sparkcep.core.program",
+    "sparkcep.core.result_columns",
     "sparkcep.core.routing",
     "sparkcep.core.timeline",
     "sparkcep.cep.conditions",

@@ -238,6 +238,11 @@ def _shown(value: object) -> str:
 
 
 _DAY_TEXT: dict[int, str] = {}  # days since the epoch -> "YYYY-MM-DD" (every output record formats times)
+# The texts format_iso made lately -> their epoch ms, for read_formatted: a complex event's time is formatted into
+# its record and read back for its result row (sparkcep.core.result_columns), the same text object, whose hash is
+# then known; reading it costs 0.5 µs when its minute was read before, 1.8 µs when not, a lookup 0.05 µs.
+_FORMATTED: dict[str, int] = {}
+_FORMATTED_KEPT = 65_536  # then forgotten at once: a text no longer here is read, with the same result
 # Zero-padded numbers looked up, not formatted: compiled (sparkcep.native), a format spec such as ``:02d`` takes
 # the generic formatting path, and format_iso took 1.8 µs a call against 1.05 µs as Python (one per output).
 _TWO_DIGITS = tuple(f"{n:02d}" for n in range(60))
@@ -255,4 +260,19 @@ def format_iso(ms: int) -> str:
     seconds, millis = divmod(rest, 1000)
     minutes, second = divmod(seconds, 60)
     hour, minute = divmod(minutes, 60)
-    return f"{text}T{_TWO_DIGITS[hour]}:{_TWO_DIGITS[minute]}:{_TWO_DIGITS[second]}.{_THREE_DIGITS[millis]}Z"
+    formatted = f"{text}T{_TWO_DIGITS[hour]}:{_TWO_DIGITS[minute]}:{_TWO_DIGITS[second]}.{_THREE_DIGITS[millis]}Z"
+    if MIN_EVENT_TIME_MS <= ms <= MAX_EVENT_TIME_MS:  # where read_event_time reads it back as ms
+        if len(_FORMATTED) >= _FORMATTED_KEPT:
+            _FORMATTED.clear()
+        _FORMATTED[formatted] = ms
+    return formatted
+
+
+def read_formatted(value: object) -> int | None:
+    """:func:`read_event_time`, for a text that :func:`format_iso` most likely made a moment ago (a complex event's
+    time, read back from its record for its result row): such a text is looked up, not read."""
+    if type(value) is str:
+        ms = _FORMATTED.get(value)
+        if ms is not None:
+            return ms
+    return read_event_time(value)

@@ -8,8 +8,8 @@ from typing import Any
 import orjson
 import pytest
 
-from sparkcep.runfiles.outputs import KIND_OUTPUT
-from sparkcep.spark.detection import DETECTION_SCHEMA, detection_batch, detection_row, output_row
+from sparkcep.runfiles.outputs import KIND_DEAD, KIND_LATE, KIND_METRIC, KIND_OUTPUT
+from sparkcep.spark.detection import DETECTION_SCHEMA, detection_batch
 
 FIELDS = {"order-fulfilment": ("order_number",), "fraud": ("card_id", "user_id")}
 RECORDS: list[dict[str, Any]] = [
@@ -26,12 +26,31 @@ RECORDS: list[dict[str, Any]] = [
 @pytest.mark.parametrize("record", RECORDS)
 def test_an_output_row_made_from_the_record_equals_the_one_read_from_its_text(record: dict[str, Any]) -> None:
     payload = orjson.dumps(record).decode()
-    assert output_row(record, payload, FIELDS) == detection_row(KIND_OUTPUT, payload, FIELDS)
+    made = detection_batch([], [], FIELDS, records=[record])
+    read = detection_batch([KIND_OUTPUT], [payload], FIELDS)
+    assert made.to_pylist() == read.to_pylist()
 
 
-def test_rows_made_already_come_first_in_the_batch() -> None:
-    made = [output_row(r, orjson.dumps(r).decode(), FIELDS) for r in RECORDS[:2]]
-    payloads = [orjson.dumps(r).decode() for r in RECORDS[2:]]
-    batch = detection_batch([KIND_OUTPUT] * len(payloads), payloads, FIELDS, first=made)
+def test_the_columns_of_an_output_row() -> None:
+    rows = detection_batch([], [], FIELDS, records=RECORDS[:3]).to_pylist()
+    assert [(r["kind"], r["rule_id"], r["event_type"], r["key"], r["event_time_ms"], r["event_id"]) for r in rows] == [
+        ("output", "order-fulfilment", "ALL_PARCELS_SHIPPED", "order_number=o-ü☃", 1709294400123, "e1"),
+        ("output", "fraud", "SUSPICIOUS", "card_id=c1,user_id=-7", 1709294400000, "e2"),
+        ("output", "pattern", "MATCH", "card_id=c9,n=2", 1709294400000, None),
+    ]
+    assert [orjson.loads(r["record"]) for r in rows] == RECORDS[:3]
+
+
+def test_rows_made_already_come_first_in_the_batch_and_the_others_keep_their_order() -> None:
+    late = orjson.dumps({"key": {"order_number": "o1"}, "event_time": "2024-03-01T12:00:00.000Z"}).decode()
+    dead = orjson.dumps({"reason": "not JSON", "line": "{"}).decode()
+    payloads = [orjson.dumps(RECORDS[2]).decode(), late, "{}", dead]
+    kinds = [KIND_OUTPUT, KIND_LATE, KIND_METRIC, KIND_DEAD]
+    batch = detection_batch(kinds, payloads, FIELDS, records=RECORDS[:2])
     assert batch.schema == DETECTION_SCHEMA
-    assert batch.column("event_id").to_pylist() == ["e1", "e2", None, None]
+    assert batch.column("event_id").to_pylist() == ["e1", "e2", None, None, None]
+    assert batch.column("kind").to_pylist() == ["output", "output", "output", "late", "dead_letter"]
+    assert batch.column("key").to_pylist()[3] == "order_number=o1"
+    assert batch.column("reason").to_pylist()[3:] == ["late", "not JSON"]
+    with_metrics = detection_batch(kinds, payloads, FIELDS, metrics=True)
+    assert with_metrics.column("kind").to_pylist() == ["output", "late", "metric", "dead_letter"]

@@ -25,9 +25,10 @@ from console_client import AGGREGATE, PATTERN, Job, payments, serving
 from sparkcep.console import ConsoleSettings, create_app
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
+from sparkcep.core.result_columns import key_text
 from sparkcep.io.files import FileSource
 from sparkcep.rules.model import parse_rules
-from sparkcep.runfiles.outputs import BatchMetrics, key_text, read_metrics
+from sparkcep.runfiles.outputs import BatchMetrics, read_metrics
 from sparkcep.spark.run_config import RunConfig
 from sparkcep.spark.runner import Pipeline
 from sparkcep.storage import Location

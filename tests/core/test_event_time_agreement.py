@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from sparkcep.core.program import Program
 from sparkcep.core.routing import Router, RoutingSpec
 from sparkcep.rules.model import parse_rules
-from sparkcep.timeutil import MAX_EVENT_TIME_MS, format_iso, parse_event_time, read_event_time
+from sparkcep.timeutil import MAX_EVENT_TIME_MS, format_iso, parse_event_time, read_event_time, read_formatted
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -194,3 +194,26 @@ def test_a_known_minute_reads_its_times_as_the_pattern_does() -> None:
     assert cold == warm == fresh[::-1]
     assert len(timeutil._MINUTE_MS) >= 4
     assert sum(ms is None for ms in warm) > 100  # the mutations really test refusals
+
+
+@settings(max_examples=300, derandomize=True)
+@given(st.integers(min_value=-(10**13), max_value=MAX_EVENT_TIME_MS + 10**11))
+def test_a_time_formatted_a_moment_ago_is_looked_up_as_it_would_be_read(ms: int) -> None:
+    """read_formatted answers from the texts format_iso made, exactly as read_event_time reads them: also for a
+    time outside the supported range (no time), and once the texts are forgotten."""
+    from sparkcep import timeutil
+
+    text = format_iso(ms)
+    assert read_formatted(text) == read_event_time(text) == (ms if 0 <= ms <= MAX_EVENT_TIME_MS else None)
+    timeutil._FORMATTED.clear()
+    assert read_formatted(text) == read_event_time(text)
+    assert read_formatted(ms) == read_event_time(ms)
+
+
+def test_the_texts_kept_for_lookup_are_bounded() -> None:
+    from sparkcep import timeutil
+
+    times = range(1_700_000_000_000, 1_700_000_000_000 + timeutil._FORMATTED_KEPT + 10)
+    texts = [format_iso(ms) for ms in times]
+    assert len(timeutil._FORMATTED) <= timeutil._FORMATTED_KEPT
+    assert [read_formatted(text) for text in texts] == list(times)

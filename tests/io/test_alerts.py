@@ -8,8 +8,8 @@ import pytest
 
 from sparkcep.core.local import LocalRunner
 from sparkcep.core.program import Program
+from sparkcep.core.result_columns import key_text
 from sparkcep.io.postgres import MIGRATIONS, PostgresAlertStore, open_alert_sinks
-from sparkcep.runfiles.outputs import key_text
 from sparkcep.store.records import StoreError
 
 from helpers import MINUTE, T0, line, ruleset

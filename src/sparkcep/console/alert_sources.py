@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from sparkcep.core.result_columns import KeyFields, key_text
 from sparkcep.errors import EventTimeError
-from sparkcep.runfiles.outputs import KeyFields, key_text
 from sparkcep.timeutil import parse_event_time
 
 

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from sparkcep.runfiles.outputs import KeyFields
+from sparkcep.core.result_columns import KeyFields
 
 from .alert_sources import AlertQuery, AlertSource
 from .context import Console, event_time, get_console

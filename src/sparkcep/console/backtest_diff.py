@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sparkcep.core.result_columns import key_text
 from sparkcep.rules.model import RuleSet
-from sparkcep.runfiles.outputs import key_text
 
 from .backtest import BacktestResult, run_backtest
 

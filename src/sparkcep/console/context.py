@@ -7,11 +7,12 @@ from pathlib import Path
 
 from fastapi import Request
 
+from sparkcep.core.result_columns import KeyFields
 from sparkcep.errors import EventTimeError
 from sparkcep.lag.current import CheckpointLag
 from sparkcep.rules.model import InputSpec
 from sparkcep.runfiles.metrics import MetricsReader
-from sparkcep.runfiles.outputs import BatchMetrics, KeyFields
+from sparkcep.runfiles.outputs import BatchMetrics
 from sparkcep.storage import location
 from sparkcep.store import RuleStore, open_store
 from sparkcep.store.rulefile import RuleFileStore

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sparkcep.runfiles.outputs import KeyFields, key_text
+from sparkcep.core.result_columns import KeyFields, key_text
 
 _FUNCTION_WORDS = {"SUM": "sum", "AVG": "average", "MIN": "minimum", "MAX": "maximum", "COUNT": "count"}
 

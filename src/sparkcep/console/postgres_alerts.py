@@ -20,8 +20,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from sparkcep.core.result_columns import KeyFields
 from sparkcep.io.postgres import TABLE, WHAT, check_schema, decoded, where
-from sparkcep.runfiles.outputs import KeyFields
 from sparkcep.store.pg_schema import timestamp_of
 from sparkcep.store.pg_url import connect, parse_url
 

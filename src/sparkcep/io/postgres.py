@@ -25,7 +25,8 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from sparkcep.runfiles.outputs import KeyFields, Outputs, key_text, record_time
+from sparkcep.core.result_columns import KeyFields, key_text
+from sparkcep.runfiles.outputs import Outputs, record_time
 from sparkcep.store.pg_schema import (
     VERSION_TABLE,
     Component,

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from sparkcep.runfiles.outputs import KeyFields, Outputs
+from sparkcep.core.result_columns import KeyFields
+from sparkcep.runfiles.outputs import Outputs
 
 
 class BatchWriter(Protocol):

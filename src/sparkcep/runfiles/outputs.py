@@ -10,7 +10,6 @@ a run's files through this module.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,23 +37,6 @@ _OPTIONAL_COUNTS = (
 
 # A micro-batch's outputs as sinks receive them: output name -> its (event time, JSON record) items, sorted.
 Outputs = dict[str, list[tuple[int, str]]]
-KeyFields = Mapping[str, tuple[str, ...]]  # rule id -> the fields that key its outputs
-
-
-def key_values(record: dict[str, Any], key_fields: KeyFields) -> list[tuple[str, object]]:
-    """The correlation key of a complex event as (field, value) pairs: its ``key`` object (aggregate and pattern
-    rules) or the rule's key fields at the top level (completion and inactivity rules)."""
-    key = record.get("key")
-    if isinstance(key, dict):
-        return list(key.items())
-    fields = key_fields.get(str(record.get("rule_id")), ())
-    return [(name, record[name]) for name in fields if name in record]
-
-
-def key_text(record: dict[str, Any], key_fields: KeyFields | None = None) -> str | None:
-    """The key as one searchable text, ``payerId=25,beneficiaryId=12``; None when the record has none."""
-    pairs = key_values(record, key_fields or {})
-    return ",".join(f"{name}={value}" for name, value in pairs) if pairs else None
 
 
 def record_time(record: dict[str, Any], default: int) -> int:

@@ -49,7 +49,7 @@ from sparkcep.core.pages import BucketIndex, PageTraffic
 from sparkcep.core.program import Program
 from sparkcep.core.routing import Router, RoutingSpec
 from sparkcep.rules.model import RuleSet
-from sparkcep.spark.detection import DETECTION_DDL, detection_batch, output_row
+from sparkcep.spark.detection import DETECTION_DDL, detection_batch
 from sparkcep.spark.placement import balanced_bucket_keys
 from sparkcep.spark.typed_routing import TypedPlan
 
@@ -219,14 +219,29 @@ class _BucketRun:
         return max(ends) if ends else None
 
 
+def _result_rows(
+    result: BatchResult, program: Program, watermark: int, origins: dict[str, str], fields: dict[str, tuple[str, ...]]
+) -> pa.RecordBatch:
+    """A chunk's result rows. Outputs go straight to result rows (their records are JSON values already: the JSON
+    text that result_frame would make is not read back); the rest, rare, goes the streaming plan's way, and only
+    when there is any (result_frame's pandas frame would hold a metrics row alone, which is dropped here)."""
+    from sparkcep.spark.processor import result_frame  # the same records as a streaming run's
+
+    records, result.outputs = result.outputs, []
+    kinds: list[str] = []
+    payloads: list[str] = []
+    if result.late or result.dead or result.errors:
+        frame = result_frame(result, program, watermark, BucketIndex(), PageTraffic(), 0.0, origins)
+        kinds, payloads = list(frame["kind"]), list(frame["payload"])
+    return detection_batch(kinds, payloads, fields, records=records)
+
+
 def evaluate_sorted(
     rules_json: str, delay_ms: int, key_fields_json: str, stats_json: str = "[null, null]"
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """``mapInArrow`` over rows sorted by (bucket, ts, ...), statistics rows included: result rows out.
     ``stats_json``: statistics every bucket starts with (``[largest time read, largest accepted]``), those of
     the rows the driver looked at (:func:`end_of_routed`)."""
-    from sparkcep.spark.processor import result_frame  # the same records as a streaming run's
-
     driver_compiled = native.why_not() is None  # here on the driver; evaluate runs in the workers
 
     def evaluate(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -242,12 +257,7 @@ def evaluate_sorted(
             return run
 
         def emit(result: BatchResult, watermark: int, origins: dict[str, str]) -> pa.RecordBatch:
-            # Outputs straight to result rows: their records are JSON values already, so the JSON text that
-            # result_frame would make is not read back (the rest, rare, goes the streaming plan's way).
-            outputs = [output_row(r, orjson.dumps(r).decode(), fields) for r in result.outputs]
-            result.outputs = []
-            frame = result_frame(result, program, watermark, BucketIndex(), PageTraffic(), 0.0, origins)
-            return detection_batch(list(frame["kind"]), list(frame["payload"]), fields, first=outputs)
+            return _result_rows(result, program, watermark, origins, fields)
 
         def finish(run: _BucketRun) -> pa.RecordBatch | None:
             end = run.end(delay_ms)

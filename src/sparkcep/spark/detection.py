@@ -11,17 +11,18 @@ Needs pyarrow and orjson only: it runs in Python workers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import orjson
 import pyarrow as pa
 
-from sparkcep.runfiles.outputs import KIND_DEAD, KIND_ERROR, KIND_LATE, KIND_METRIC, KIND_OUTPUT, key_text
+from sparkcep.core.result_columns import OUTPUT, KeyFields, ResultColumns
+from sparkcep.runfiles.outputs import KIND_DEAD, KIND_ERROR, KIND_LATE, KIND_METRIC, KIND_OUTPUT
 from sparkcep.timeutil import read_event_time
 
-# The ``kind`` column's values (the command line's directories: OUTPUT/<event_type>/, _late/, _deadletter/, _errors/).
-OUTPUT = "output"
+# The ``kind`` column's values (the command line's directories: OUTPUT/<event_type>/, _late/, _deadletter/, _errors/):
+# OUTPUT (sparkcep.core.result_columns, which makes those rows), and these.
 LATE = "late"
 DEAD_LETTER = "dead_letter"
 ERROR = "error"
@@ -54,16 +55,13 @@ def _text(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-def detection_row(
-    kind: str, payload: str, key_fields: Mapping[str, tuple[str, ...]], metrics: bool = False
-) -> tuple[Any, ...] | None:
-    """One result row of a processor row (None for a metrics row unless ``metrics``: those are bookkeeping)."""
+def _other_row(kind: str, payload: str, metrics: bool) -> tuple[Any, ...] | None:
+    """The result row of a processor row that is not a complex event (None for a metrics row unless ``metrics``:
+    those are bookkeeping)."""
     shown = KINDS.get(kind)
     if shown is None:
         return (METRIC, None, None, None, None, None, None, payload) if metrics and kind == KIND_METRIC else None
     record: dict[str, Any] = orjson.loads(payload)
-    if shown == OUTPUT:
-        return output_row(record, payload, key_fields)
     if shown == LATE:
         key = record.get("key")
         shown_key = ",".join(f"{k}={v}" for k, v in key.items()) if isinstance(key, dict) else None
@@ -74,32 +72,25 @@ def detection_row(
             read_event_time(record.get("event_time")), None, _text(record.get("error")), payload)  # fmt: skip
 
 
-def output_row(record: dict[str, Any], payload: str, key_fields: Mapping[str, tuple[str, ...]]) -> tuple[Any, ...]:
-    """The result row of an output ``record`` (a dict of JSON values) whose JSON text is ``payload``."""
-    return (OUTPUT, _text(record.get("rule_id")), _text(record.get("event_type")), key_text(record, key_fields),
-            read_event_time(record.get("occurred_at")), _text(record.get("event_id")), None, payload)  # fmt: skip
-
-
 def detection_batch(
     kinds: Sequence[str],
     payloads: Sequence[str],
-    key_fields: Mapping[str, tuple[str, ...]],
+    key_fields: KeyFields,
     metrics: bool = False,
-    first: Sequence[tuple[Any, ...]] = (),
+    records: list[dict[str, Any]] | None = None,
 ) -> pa.RecordBatch:
-    """The result rows of processor rows, as one Arrow batch of :data:`DETECTION_SCHEMA`; ``first``: result rows
-    made already (:func:`output_row`), put before them."""
-    rows = [
-        *first,
-        *(
-            row
-            for kind, payload in zip(kinds, payloads, strict=True)
-            if (row := detection_row(kind, payload, key_fields, metrics))
-        ),
-    ]
-    columns = list(zip(*rows, strict=True)) if rows else [() for _ in DETECTION_SCHEMA]
+    """The result rows of processor rows, as one Arrow batch of :data:`DETECTION_SCHEMA`; ``records``: complex
+    events as the engine made them (the batch plan: not read back from JSON text), put before them."""
+    columns = ResultColumns()
+    if records:
+        columns.add_outputs(records, key_fields)
+    for kind, payload in zip(kinds, payloads, strict=True):
+        if kind == KIND_OUTPUT:
+            columns.add_output(orjson.loads(payload), payload, key_fields)
+        elif (row := _other_row(kind, payload, metrics)) is not None:
+            columns.add_row(row)
     return pa.RecordBatch.from_arrays(
-        [pa.array(list(values), type=f.type) for values, f in zip(columns, DETECTION_SCHEMA, strict=True)],
+        [pa.array(values, type=f.type) for values, f in zip(columns.columns(), DETECTION_SCHEMA, strict=True)],
         schema=DETECTION_SCHEMA,
     )
 

@@ -17,9 +17,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from sparkcep.core.result_columns import KeyFields, key_values
 from sparkcep.io.kafka import client as kafka
 from sparkcep.io.kafka.topics import BROKER_DEFAULT_REPLICATION, TopicSettings, ensure_topics
-from sparkcep.runfiles.outputs import KeyFields, Outputs, key_values, record_time
+from sparkcep.runfiles.outputs import Outputs, record_time
 
 DEFAULT_MARKER_TOPIC = "sparkcep-sink-commits"
 _ADMIN_TIMEOUT_S = 30.0
