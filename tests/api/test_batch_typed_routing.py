@@ -145,3 +145,24 @@ def test_a_column_name_with_a_dot_is_one_column(spark: SparkSession) -> None:
     found = detect(frame, ORDERS, buckets=4).frame
     assert found.where("kind = 'output'").count() >= 10
     assert found.where("kind = 'dead_letter'").count() == 0
+
+
+def test_bucket_and_time_as_one_sort_key_order_as_the_keys_one_by_one(spark: SparkSession) -> None:
+    """The batch plan sorts by ``bucket * 2^44 + time + 1`` (0 without a time) where that fits a long: the same order
+    as bucket, time (none first), keyset and line, at the ends of the time range too."""
+    from sparkcep.spark.batch_eval import _bucket_time_order
+    from sparkcep.timeutil import MAX_EVENT_TIME_MS
+
+    times = [None, 0, 1, 2, 1_709_294_400_000, MAX_EVENT_TIME_MS - 1, MAX_EVENT_TIME_MS]
+    rows = [
+        (bucket, keyset, f"line-{(bucket * 7 + index) % 5}", time)
+        for bucket in (0, 1, 5, 31)
+        for index, time in enumerate(times * 2)
+        for keyset in (STATS, -1, 0, 2)
+    ]
+    frame = spark.createDataFrame(rows, "bucket int, keyset int, line string, ts long").repartition(3)
+    one_by_one = [tuple(r) for r in frame.coalesce(1).sortWithinPartitions(*_bucket_time_order(1 << 20)).collect()]
+    combined = [tuple(r) for r in frame.coalesce(1).sortWithinPartitions(*_bucket_time_order(32)).collect()]
+    assert _bucket_time_order(1 << 20) == ["bucket", "ts", "keyset", "line"]  # too many buckets for one long
+    assert combined == one_by_one
+    assert one_by_one == sorted(rows, key=lambda r: (r[0], r[3] is not None, r[3] or 0, r[1], r[2]))
