@@ -25,7 +25,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from sparkcep.core.result_columns import KeyFields, key_text
+from sparkcep.core.result_columns import KeyFields, key_text, text_or_none
 from sparkcep.runfiles.outputs import Outputs, record_time
 from sparkcep.store.pg_schema import (
     VERSION_TABLE,
@@ -144,7 +144,7 @@ class PostgresAlertStore:
                 if _UNSTORABLE_ESCAPE.search(payload):
                     record = storable(record)
                 rows.append((
-                    str(record["event_id"]), name, _text(record.get("rule_id")), key_text(record, key_fields),
+                    str(record["event_id"]), name, text_or_none(record.get("rule_id")), key_text(record, key_fields),
                     timestamp_of(record_time(record, at)), Jsonb(record), batch_id,
                 ))  # fmt: skip
         if not rows:
@@ -253,10 +253,6 @@ def _elsewhere(conn: psycopg.Connection[Any], schema: str) -> str:
     names = [str(row[0]) for row in rows]
     hint = f"?schema={quote(names[0], safe='')}" if names else ""
     return f" in schema {schema!r} (schema {names[0]!r} has one: add {hint} to the URL)" if names else ""
-
-
-def _text(value: object) -> str | None:
-    return None if value is None else str(value)
 
 
 def open_alert_sinks(specs: Iterable[str]) -> list[PostgresAlertStore]:

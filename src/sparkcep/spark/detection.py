@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from sparkcep.core.result_columns import OUTPUT, KeyFields, ResultColumns
+from sparkcep.core.result_columns import OUTPUT, KeyFields, ResultColumns, text_or_none
 from sparkcep.runfiles.outputs import KIND_DEAD, KIND_ERROR, KIND_LATE, KIND_METRIC, KIND_OUTPUT
 from sparkcep.timeutil import read_event_time
 
@@ -51,10 +51,6 @@ DETECTION_DDL = (
 )
 
 
-def _text(value: object) -> str | None:
-    return None if value is None else str(value)
-
-
 def _other_row(kind: str, payload: str, metrics: bool) -> tuple[Any, ...] | None:
     """The result row of a processor row that is not a complex event (None for a metrics row unless ``metrics``:
     those are bookkeeping)."""
@@ -67,9 +63,9 @@ def _other_row(kind: str, payload: str, metrics: bool) -> tuple[Any, ...] | None
         shown_key = ",".join(f"{k}={v}" for k, v in key.items()) if isinstance(key, dict) else None
         return (shown, None, None, shown_key, read_event_time(record.get("event_time")), None, "late", payload)
     if shown == DEAD_LETTER:
-        return (shown, None, None, None, None, None, _text(record.get("reason")), payload)
-    return (shown, _text(record.get("rule_id")), None, _text(record.get("key")),
-            read_event_time(record.get("event_time")), None, _text(record.get("error")), payload)  # fmt: skip
+        return (shown, None, None, None, None, None, text_or_none(record.get("reason")), payload)
+    return (shown, text_or_none(record.get("rule_id")), None, text_or_none(record.get("key")),
+            read_event_time(record.get("event_time")), None, text_or_none(record.get("error")), payload)  # fmt: skip
 
 
 def detection_batch(
