@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ from sparkcep.errors import SparkcepError
 from sparkcep.io.lag import SourceLag
 from sparkcep.rules.model import RuleSet, load_rules, parse_rules, rule_keys
 from sparkcep.spark.detection import DEAD_LETTER, ERROR, LATE, METRIC
+from sparkcep.spark.rulefeed import delivered_rules
 from sparkcep.spark.store_feed import StoreFeed, read_state, store_spec
 from sparkcep.storage import Location, location
 from sparkcep.store import RuleStore, open_store
@@ -139,12 +141,41 @@ class _PollingWriter:
         frame = frame.persist()
         try:
             kept = frame.where(F.col("kind").isin(METRIC, ERROR)).select("kind", "rule_id", "record").collect()
-            self.write(frame.where(F.col("kind") != METRIC), batch_id)
+            self.write(self._keyed(frame.where(F.col("kind") != METRIC)), batch_id)
         finally:
             frame.unpersist()
         metrics = [row["record"] for row in kept if row["kind"] == METRIC]
         failed = sorted({row["rule_id"] for row in kept if row["kind"] == ERROR and row["rule_id"]})
         self.feed.after_batch(metrics, failed, RuleSet.model_validate_json(self.rules_json))
+
+    def _keyed(self, frame: DataFrame) -> DataFrame:
+        """``frame`` with the keys of complex events whose rule came from the store after the query was planned:
+        the result rows are made with the key fields of the planned rules (a completion or inactivity rule's
+        record holds its key fields at the top level, which the rule names), so theirs are filled here, from the
+        rules the query has been given up to this batch."""
+        from pyspark.sql import functions as F
+
+        from sparkcep.spark.detection import keyed_rows
+
+        added = _added_key_fields(self.feed.control_uri, read_state(self.feed.control_dir).delivered, self.rules_json)
+        if not added:
+            return frame
+        rule_ids = sorted(json.loads(added))
+        unkeyed = (F.col("kind") == OUTPUT) & F.col("key").isNull() & F.col("rule_id").isin(rule_ids)
+        unkeyed = F.coalesce(unkeyed, F.lit(False))
+        return frame.where(~unkeyed).unionByName(frame.where(unkeyed).mapInArrow(keyed_rows(added), frame.schema))
+
+
+@lru_cache(maxsize=4)
+def _added_key_fields(control_uri: str, seq: int, planned_json: str) -> str:
+    """The key fields (JSON: rule id -> fields) of the rules in the log delivered as ``seq`` that the planned rules
+    key otherwise or not at all; "" when there are none."""
+    delivered = delivered_rules(location(control_uri), seq)
+    if delivered is None:
+        return ""
+    planned = {rule.id: rule_keys(rule) for rule in RuleSet.model_validate_json(planned_json).rules}
+    added = {rule.id: list(rule_keys(rule)) for rule in delivered.rules if planned.get(rule.id) != rule_keys(rule)}
+    return json.dumps(added) if added else ""
 
 
 def detect(

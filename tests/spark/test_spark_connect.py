@@ -109,4 +109,4 @@ def test_streaming_detect_into_the_memory_sink_through_spark_connect(connect_url
 
 def test_a_rule_store_followed_through_spark_connect(connect_url: str, tmp_path: Path) -> None:
     found = run_client(connect_url, "store", tmp_path)
-    assert found["versions"] == [["big-sum", 1], ["busy", 1], ["busy", 2]]
+    assert found["versions"] == [["big-sum", 1], ["busy", 1], ["busy", 2], ["quiet-card", 1]]

@@ -541,7 +541,8 @@ def test_completion_rules_recorded_before_they_had_versions_stay_in_effect_from_
 
 def test_a_new_key_field_for_a_completion_rule_makes_the_running_job_plan_its_query_again(tmp_path: Path) -> None:
     from sparkcep.core.program import Program
-    from sparkcep.spark.rulefeed import RuleFeed, RuleLog
+    from sparkcep.spark.rulefeed import RuleFeed, RuleLog, delivered_rules
+    from sparkcep.storage import location
 
     store = open_store(f"sqlite:{tmp_path / 'r.db'}")
     store.add(COMPLETION_RULE)
@@ -552,6 +553,9 @@ def test_a_new_key_field_for_a_completion_rule_makes_the_running_job_plan_its_qu
     assert isinstance(delivered, RuleLog)
     assert [(r.version, r.effective_from_ms) for r in delivered.rules.rules] == [(1, 0), (2, T0 + 1)]
     assert len(list((tmp_path / "control").glob("rules-*.jsonl"))) == 1
+    # What a store-fed detect() reads back for a batch's keys: the delivered log; none for the log it started with.
+    assert delivered_rules(location(tmp_path / "control"), delivered.seq) == delivered.rules
+    assert delivered_rules(location(tmp_path / "control"), running.seq) is None
     store.update("order-fulfilment", {"key": "order_ref"})
     assert feed.poll(T0 + 5, delivered.rules) is None  # a new grouping: nothing delivered, the query is planned again
     assert store.history("order-fulfilment")[-1].effective_from_ms is None

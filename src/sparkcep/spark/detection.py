@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from sparkcep.core.result_columns import OUTPUT, KeyFields, ResultColumns, text_or_none
+from sparkcep.core.result_columns import OUTPUT, KeyFields, ResultColumns, key_text, text_or_none
 from sparkcep.runfiles.outputs import KIND_DEAD, KIND_ERROR, KIND_LATE, KIND_METRIC, KIND_OUTPUT
 from sparkcep.timeutil import read_event_time
 
@@ -106,3 +106,19 @@ def detection_rows(
                 yield converted
 
     return convert
+
+
+def keyed_rows(key_fields_json: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """``mapInArrow`` over result rows of complex events whose ``key`` column is empty because their rule reached
+    a store-fed query after it was planned (:func:`detection_rows` knows the rules of the plan only): the same rows,
+    their key made from the record with ``key_fields_json`` (rule id -> key fields) as :func:`detection_batch` makes
+    it. Any other column passes through as it came."""
+
+    def fill(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        fields = {rule: tuple(names) for rule, names in orjson.loads(key_fields_json).items()}
+        for batch in batches:
+            keys = [key_text(orjson.loads(record), fields) for record in batch.column("record").to_pylist()]
+            index = batch.schema.get_field_index("key")
+            yield batch.set_column(index, batch.schema.field(index), pa.array(keys, type=pa.string()))
+
+    return fill

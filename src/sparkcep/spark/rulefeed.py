@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from sparkcep.core.control import rules_record
+from sparkcep.core.control import read_rules_record, rules_record
 from sparkcep.core.program import Program
 from sparkcep.rules.model import RuleSet
 from sparkcep.runfiles.layout import unreadable_versions_file
@@ -69,8 +69,22 @@ class RuleFeed:
     def deliver(self, log: RuleLog) -> None:
         rules_json = log.rules.to_json()
         lines = (rules_record(bucket, log.seq, rules_json) for bucket in range(self.buckets))
-        write_atomically(self.control_dir / f"rules-{log.seq:010d}.jsonl", "\n".join(lines) + "\n")
+        write_atomically(self.control_dir / _log_file(log.seq), "\n".join(lines) + "\n")
         self.delivered = max(self.delivered, log.seq)
+
+
+def _log_file(seq: int) -> str:
+    return f"rules-{seq:010d}.jsonl"
+
+
+def delivered_rules(control_dir: Location, seq: int) -> RuleSet | None:
+    """The rule log :meth:`RuleFeed.deliver` wrote into ``control_dir`` for store seq ``seq``; None when it wrote
+    none (the log a query was planned with travels in its plan, not as a file)."""
+    path = control_dir / _log_file(seq)
+    if not path.exists():
+        return None
+    record = read_rules_record(path.read_text().split("\n", 1)[0])
+    return None if record is None else RuleSet.model_validate_json(record.rules_json)
 
 
 def report_unreadable(store: RuleStore, output: Location) -> int:
