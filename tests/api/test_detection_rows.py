@@ -54,3 +54,13 @@ def test_rows_made_already_come_first_in_the_batch_and_the_others_keep_their_ord
     assert batch.column("reason").to_pylist()[3:] == ["late", "not JSON"]
     with_metrics = detection_batch(kinds, payloads, FIELDS, metrics=True)
     assert with_metrics.column("kind").to_pylist() == ["output", "late", "metric", "dead_letter"]
+
+
+def test_a_late_rows_key_is_written_as_a_complex_events_key_is() -> None:
+    """One text for a key object, whichever kind of row carries it (an empty one is no key)."""
+    keys = [{"card_id": "c1", "user_id": -7}, {}, None]
+    payloads = [orjson.dumps({"key": key, "event_time": "2024-03-01T12:00:00.000Z"}).decode() for key in keys]
+    late = detection_batch([KIND_LATE] * 3, payloads, FIELDS).column("key").to_pylist()
+    outputs = [orjson.dumps({**RECORDS[2], "key": key}).decode() for key in keys]
+    made = detection_batch([KIND_OUTPUT] * 3, outputs, {}).column("key").to_pylist()
+    assert late == made == ["card_id=c1,user_id=-7", None, None]

@@ -59,9 +59,8 @@ def _other_row(kind: str, payload: str, metrics: bool) -> tuple[Any, ...] | None
         return (METRIC, None, None, None, None, None, None, payload) if metrics and kind == KIND_METRIC else None
     record: dict[str, Any] = orjson.loads(payload)
     if shown == LATE:
-        key = record.get("key")
-        shown_key = ",".join(f"{k}={v}" for k, v in key.items()) if isinstance(key, dict) else None
-        return (shown, None, None, shown_key, read_event_time(record.get("event_time")), None, "late", payload)
+        late_key = key_text(record)  # the late record's key object, written as a complex event's key is
+        return (shown, None, None, late_key, read_event_time(record.get("event_time")), None, "late", payload)
     if shown == DEAD_LETTER:
         return (shown, None, None, None, None, None, text_or_none(record.get("reason")), payload)
     return (shown, text_or_none(record.get("rule_id")), None, text_or_none(record.get("key")),
