@@ -22,7 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sparkcep.api_input import ApiError, event_lines, is_typed, typed_json, with_clock
+from sparkcep.api_input import JSON_OPTIONS, ApiError, event_lines, is_typed, typed_json, with_clock
 from sparkcep.arrival import ARRIVAL, orders_by_arrival, time_settings
 from sparkcep.cep.builder import Pattern
 from sparkcep.core.control import flush_record
@@ -31,6 +31,8 @@ from sparkcep.core.result_columns import OUTPUT
 from sparkcep.errors import SparkcepError
 from sparkcep.io.lag import SourceLag
 from sparkcep.rules.model import RuleSet, load_rules, parse_rules, rule_keys
+from sparkcep.rules.record_fields import struct_of
+from sparkcep.rules.registry import rule_type_of
 from sparkcep.spark.detection import DEAD_LETTER, ERROR, LATE, METRIC
 from sparkcep.spark.rulefeed import delivered_rules
 from sparkcep.spark.store_feed import StoreFeed, read_state, store_spec
@@ -84,6 +86,25 @@ class Detection:
     @property
     def errors(self) -> DataFrame:
         return self.of_kind(ERROR)
+
+    def records(self, rule_id: str) -> DataFrame:
+        """The complex events of one rule with their records' fields as typed columns (named as the rule names
+        them: a completion rule's key, count and progress fields, a pattern's measures; see docs/library.md),
+        then ``record`` (the JSON text) as in :attr:`outputs`. A filter of ``frame`` as the properties are."""
+        from pyspark.sql import functions as F
+
+        versions = [rule for rule in self.rules.rules if rule.id == rule_id]
+        if not versions:
+            known = ", ".join(sorted({rule.id for rule in self.rules.rules}))
+            raise ApiError("rule_id", f"one of this detection's rules ({known})", repr(rule_id))
+        rule_type = rule_type_of(versions[0])
+        if rule_type.record_fields is None:
+            expected = "a rule whose type declares its record fields (read `record` with from_json otherwise)"
+            raise ApiError("rule_id", expected, f"{rule_id!r}, of type {rule_type.name!r}")
+        fields = rule_type.record_fields(versions)
+        parsed = F.from_json(F.col("record"), struct_of(fields), JSON_OPTIONS)
+        mine = self.outputs.where(F.col("rule_id") == rule_id)
+        return mine.select(*[parsed.getField(name).alias(name) for name, _ in fields], "record")
 
     def of_kind(self, kind: str) -> DataFrame:
         if kind not in (OUTPUT, LATE, DEAD_LETTER, ERROR):

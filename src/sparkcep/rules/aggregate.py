@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal, InvalidOperation
 from typing import Any, Literal
 
@@ -32,6 +32,7 @@ from sparkcep.errors import RuleError
 from sparkcep.rules.base import DurationMs, RuleVersion, TypeAndIdFirst, shown_duration, shown_names
 from sparkcep.rules.form import RuleForm
 from sparkcep.rules.messages import refused
+from sparkcep.rules.record_fields import HEAD, ORIGIN, STRING, TIMESTAMP, RecordFields, merged, strings, struct_of
 from sparkcep.timeutil import format_duration
 
 OPERATORS = {
@@ -331,3 +332,17 @@ AGGREGATE_FORM = RuleForm(
         "ruleState": "Flink demo form: ACTIVE, PAUSE, DELETE",
     },
 )
+
+
+def aggregate_record_fields(versions: Sequence[AggregateRule]) -> RecordFields:
+    """What an aggregate rule's alerts hold (sparkcep.core.aggregate): the grouping as a key object, the value
+    and the limit as exact decimal text, the window."""
+    return merged(
+        (*HEAD, ("rule_id", STRING), ("rule_version", "int"), ("key", strings(v.group_by)),
+         ("trigger_event_id", STRING),
+         ("aggregate", struct_of((("function", STRING), ("field", STRING), ("value", STRING)))),
+         ("limit", struct_of((("operator", STRING), ("value", STRING)))),
+         ("window", struct_of((("size", STRING), ("start_exclusive", TIMESTAMP), ("end_inclusive", TIMESTAMP)))),
+         ("events_in_window", "bigint"), ("explanation", STRING), ("trigger_origin", ORIGIN))
+        for v in versions
+    )  # fmt: skip

@@ -11,7 +11,7 @@ The logic that runs them is :class:`sparkcep.core.completion.CompletionLogic`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import Field
@@ -19,6 +19,7 @@ from pydantic import Field
 from sparkcep.errors import RuleError
 from sparkcep.rules.base import DurationMs, RuleVersion, shown_duration
 from sparkcep.rules.form import RuleForm
+from sparkcep.rules.record_fields import HEAD, ORIGIN, STRING, RecordFields, merged
 from sparkcep.timeutil import format_duration
 
 
@@ -109,3 +110,12 @@ COMPLETION_FORM = RuleForm(
         "progress_field": "field of the output that counts the steps seen",
     },
 )
+
+
+def completion_record_fields(versions: Sequence[CompletionRule]) -> RecordFields:
+    """What a completion rule's records hold (sparkcep.core.completion): its key, count and progress fields."""
+    return merged(
+        (*HEAD, (v.key, STRING), (v.count_field, "bigint"), (v.progress_field, "bigint"), ("rule_id", STRING),
+         ("rule_version", "int"), ("trigger_origin", ORIGIN))
+        for v in versions
+    )  # fmt: skip

@@ -8,13 +8,14 @@ The logic that runs them is :class:`sparkcep.core.inactivity.InactivityLogic`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import Field
 
 from sparkcep.rules.base import DurationMs, RuleVersion, shown_duration, shown_names
 from sparkcep.rules.form import RuleForm
+from sparkcep.rules.record_fields import HEAD, ORIGIN, STRING, TIMESTAMP, RecordFields, merged
 from sparkcep.timeutil import format_duration
 
 
@@ -71,3 +72,12 @@ INACTIVITY_FORM = RuleForm(
         "online_event": "event type emitted when an offline key sends again",
     },
 )
+
+
+def inactivity_record_fields(versions: Sequence[InactivityRule]) -> RecordFields:
+    """What an inactivity rule's records hold (sparkcep.core.inactivity): its key field, the last event's time."""
+    return merged(
+        (*HEAD, (v.key, STRING), ("last_event_at", TIMESTAMP), ("rule_id", STRING), ("rule_version", "int"),
+         ("trigger_origin", ORIGIN))
+        for v in versions
+    )  # fmt: skip

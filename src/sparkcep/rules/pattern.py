@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
@@ -28,6 +28,7 @@ from sparkcep.arrival import ARRIVAL, PROCTIME, is_arrival, orders_by_arrival
 from sparkcep.errors import RuleError, SparkcepError
 from sparkcep.rules.base import RuleVersion, TypeAndIdFirst, shown_names
 from sparkcep.rules.form import RuleForm
+from sparkcep.rules.record_fields import HEAD, ORIGIN, STRING, TIMESTAMP, RecordFields, merged, strings, struct_of
 from sparkcep.timeutil import format_duration
 
 if TYPE_CHECKING:
@@ -288,3 +289,20 @@ PATTERN_FORM = RuleForm(
         "on_new_version": "drop or finish partial matches on a new version",
     },
 )
+
+
+# A matched event as a pattern's records list it, per stage.
+_MATCHED = struct_of((("event_id", STRING), ("occurred_at", TIMESTAMP), ("origin", ORIGIN)))
+
+
+def pattern_record_fields(versions: Sequence[PatternRule]) -> RecordFields:
+    """What a pattern's records hold (sparkcep.core.pattern): the key object, the matched events by stage, the
+    measures (each as text: see sparkcep.rules.record_fields), and what a timed-out or dropped match adds."""
+    measures = tuple(dict.fromkeys(name for v in versions for name in v.output.measures))
+    return merged(
+        (*HEAD, ("rule_id", STRING), ("pattern_version", "int"), ("key", strings(v.key)),
+         ("stages", f"map<string, array<{_MATCHED}>>"), ("first_event_at", TIMESTAMP), ("last_event_at", TIMESTAMP),
+         *((("measures", strings(measures)),) if measures else ()), ("timed_out", "boolean"), ("within", STRING),
+         ("dropped", "boolean"), ("max_partial_matches", "bigint"))
+        for v in versions
+    )  # fmt: skip

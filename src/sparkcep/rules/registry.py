@@ -16,7 +16,7 @@ type for a while with :func:`registered`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, get_args, get_origin
@@ -25,6 +25,7 @@ from sparkcep.rules.aggregate import (
     AGGREGATE_FORM,
     AggregateRule,
     DemoRule,
+    aggregate_record_fields,
     aggregate_summary,
     check_aggregate,
     shown_number,
@@ -35,21 +36,30 @@ from sparkcep.rules.completion import (
     CompletionRule,
     check_completion,
     completion_detail,
+    completion_record_fields,
     completion_summary,
 )
 from sparkcep.rules.form import RuleForm
-from sparkcep.rules.inactivity import INACTIVITY_FORM, InactivityRule, inactivity_detail, inactivity_summary
+from sparkcep.rules.inactivity import (
+    INACTIVITY_FORM,
+    InactivityRule,
+    inactivity_detail,
+    inactivity_record_fields,
+    inactivity_summary,
+)
 from sparkcep.rules.pattern import (
     PATTERN_FORM,
     PatternRule,
     check_pattern_rule,
     check_pattern_time,
     pattern_detail,
+    pattern_record_fields,
     pattern_summary,
 )
 
 if TYPE_CHECKING:
     from sparkcep.rules.model import InputSpec
+    from sparkcep.rules.record_fields import RecordFields
 
 R = TypeVar("R", bound=RuleVersion)
 
@@ -96,6 +106,9 @@ class RuleType(Generic[R]):
     shown_values: Mapping[str, Callable[[Any], str]] = field(default_factory=dict)
     # What the console's rule editor shows for the type (None: no template or help).
     form: RuleForm | None = None
+    # The fields of the records a rule's versions make, as typed columns (sparkcep.rules.record_fields): what
+    # sparkcep.api.Detection.records reads them with. None: the type does not say (its records stay JSON text).
+    record_fields: Callable[[Sequence[R]], RecordFields] | None = None
 
     def describe(self, rule: R) -> str:
         """What ``sparkcep rules validate`` prints after a version's type, number and state."""
@@ -115,6 +128,7 @@ COMPLETION = RuleType(
     recorded_unversioned=True,
     shown_values={"deadline": shown_duration},
     form=COMPLETION_FORM,
+    record_fields=completion_record_fields,
 )
 INACTIVITY = RuleType(
     name="inactivity",
@@ -126,6 +140,7 @@ INACTIVITY = RuleType(
     recorded_unversioned=True,
     shown_values={"timeout": shown_duration},
     form=INACTIVITY_FORM,
+    record_fields=inactivity_record_fields,
 )
 AGGREGATE = RuleType(
     name="aggregate",
@@ -141,6 +156,7 @@ AGGREGATE = RuleType(
     output_field="output_event",
     shown_values={"window": shown_duration, "limit": shown_number},
     form=AGGREGATE_FORM,
+    record_fields=aggregate_record_fields,
 )
 PATTERN = RuleType(
     name="pattern",
@@ -154,6 +170,7 @@ PATTERN = RuleType(
     check_input=check_pattern_time,
     output_field="output.event_type",
     form=PATTERN_FORM,
+    record_fields=pattern_record_fields,
 )
 # In this order in error messages ("type 'completion', 'inactivity', 'aggregate' or 'pattern'").
 BUILT_IN: tuple[RuleType[Any], ...] = (COMPLETION, INACTIVITY, AGGREGATE, PATTERN)
