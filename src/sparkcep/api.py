@@ -94,6 +94,8 @@ class Detection:
         from pyspark.sql import functions as F
 
         versions = [rule for rule in self.rules.rules if rule.id == rule_id]
+        if not versions and self.feed is not None:  # a rule the store has had since the query was planned
+            versions = [rule for rule in self.feed.store().rule_set().rules if rule.id == rule_id]
         if not versions:
             known = ", ".join(sorted({rule.id for rule in self.rules.rules}))
             raise ApiError("rule_id", f"one of this detection's rules ({known})", repr(rule_id))
