@@ -23,6 +23,7 @@ from sparkcep.rules.model import load_rules
 from sparkcep.runfiles.outputs import canonical
 from sparkcep.simulate import generate_orders
 from sparkcep.testing import oracle
+from sparkcep.timeutil import parse_event_time
 
 ROOT = Path(__file__).resolve().parents[1]
 ORDER_FILE = ROOT / "examples" / "orders.rules.json"
@@ -57,7 +58,16 @@ def batch(spark: Any, work: Path) -> dict[str, Any]:
     read = spark.read.json(str(directory / "part-*"))
     typed = read.withColumn("occurred_at", F.to_timestamp("occurred_at"))
     assert records(detect(typed, rules, buckets=4).outputs.collect()) == canonical(expected.outputs)
-    return {"outputs": len(expected.outputs), "dead_letters": len(dead), "session": type(spark).__module__}
+    # One rule's records as typed columns, typed by the server.
+    typed_records = detect(made, rules, buckets=4).records("order-fulfilment")
+    millis = F.unix_millis("occurred_at").alias("ms")
+    shipped = typed_records.select("order_number", "parcels_shipped", millis, "record")
+    for row in shipped.collect():
+        record = json.loads(row["record"])
+        assert (row["order_number"], row["parcels_shipped"]) == (record["order_number"], record["parcels_shipped"])
+        assert row["ms"] == parse_event_time(record["occurred_at"])
+    return {"outputs": len(expected.outputs), "dead_letters": len(dead), "session": type(spark).__module__,
+            "typed_records": typed_records.count()}  # fmt: skip
 
 
 def stream(spark: Any, work: Path) -> dict[str, Any]:

@@ -100,6 +100,7 @@ def test_batch_detect_through_spark_connect(connect_url: str, tmp_path: Path) ->
     found = run_client(connect_url, "batch", tmp_path)
     assert found["session"] == "pyspark.sql.connect.session"  # a Connect client, not a classic session
     assert found["outputs"] > 10 and found["dead_letters"] == 1
+    assert found["typed_records"] == found["outputs"]  # every record of the one rule, typed
 
 
 def test_streaming_detect_into_the_memory_sink_through_spark_connect(connect_url: str, tmp_path: Path) -> None:
