@@ -46,6 +46,15 @@ COMPLETION_RULE = {
     "timeout_event": "THRESHOLD_EXCEEDED",
     "progress_field": "parcels_shipped",
 }
+# A small payment followed by a hundred times larger one of the same card within 10 minutes.
+PAYMENT_RULE = {
+    "type": "pattern", "id": "small-then-large", "key": ["card_id"], "event_types": ["PAYMENT"],
+    "pattern": {"stages": [
+        {"name": "small", "where": "amount < 5"},
+        {"name": "large", "contiguity": "followed_by", "where": "amount > 100 * last(small).amount"},
+    ], "within": "10m"},
+    "output": {"event_type": "SMALL_THEN_LARGE"},
+}  # fmt: skip
 INACTIVITY_RULE = {
     "id": "device-offline",
     "type": "inactivity",

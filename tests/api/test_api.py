@@ -21,7 +21,7 @@ from sparkcep.simulate import generate_orders
 from sparkcep.testing import oracle
 from sparkcep.timeutil import parse_event_time
 
-from helpers import MINUTE, T0, line
+from helpers import MINUTE, PAYMENT_RULE, T0, line
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -154,14 +154,6 @@ def test_streaming_and_batch_give_identical_results(spark: SparkSession, orders:
     print(f"streaming detect: {seconds:.1f} s")
 
 
-PAYMENT_RULE = {
-    "type": "pattern", "id": "small-then-large", "key": ["card_id"], "event_types": ["PAYMENT"],
-    "pattern": {"stages": [
-        {"name": "small", "where": "amount < 5"},
-        {"name": "large", "contiguity": "followed_by", "where": "amount > 100 * last(small).amount"},
-    ], "within": "10m"},
-    "output": {"event_type": "SMALL_THEN_LARGE"},
-}  # fmt: skip
 SQL = """
 SELECT * FROM events MATCH_RECOGNIZE (
   PARTITION BY card_id ORDER BY occurred_at

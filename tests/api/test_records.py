@@ -14,7 +14,7 @@ from sparkcep.api import ApiError, detect
 from sparkcep.api_input import JSON_OPTIONS
 from sparkcep.rules.registry import registered
 
-from helpers import COMPLETION_RULE, INACTIVITY_RULE, MINUTE, T0, line, order, parcel, track
+from helpers import COMPLETION_RULE, INACTIVITY_RULE, MINUTE, PAYMENT_RULE, T0, line, order, parcel, track
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -23,15 +23,10 @@ pytestmark = pytest.mark.spark
 
 BUSY = {"type": "aggregate", "id": "busy", "group_by": ["card_id"], "function": "SUM", "field": "amount",
         "operator": ">", "limit": "0.5", "window": "10m", "output_event": "BUSY_CARD"}  # fmt: skip
-SMALL_THEN_LARGE = {
-    "type": "pattern", "id": "small-then-large", "key": ["card_id"], "event_types": ["PAYMENT"],
-    "pattern": {"stages": [
-        {"name": "small", "where": "amount < 5"},
-        {"name": "large", "contiguity": "followed_by", "where": "amount > 100 * last(small).amount"},
-    ], "within": "10m"},
-    "output": {"event_type": "SMALL_THEN_LARGE", "timeout_event_type": "SMALL_ALONE",
-               "measures": {"small": "first(small).amount", "large": "first(large).amount", "flag": "true"}},
-}  # fmt: skip
+SMALL_THEN_LARGE = {**PAYMENT_RULE, "output": {
+    "event_type": "SMALL_THEN_LARGE", "timeout_event_type": "SMALL_ALONE",
+    "measures": {"small": "first(small).amount", "large": "first(large).amount", "flag": "true"},
+}}  # fmt: skip
 SQL_RULE = {"type": "pattern", "id": "by-sql", "event_types": ["PAYMENT"], "sql": """
 SELECT * FROM events MATCH_RECOGNIZE (
   PARTITION BY card_id ORDER BY occurred_at
