@@ -160,27 +160,30 @@ class _PollingWriter:
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         from pyspark.sql import functions as F
 
+        # What the feed remembers, read once a batch (it lies beside the control stream, maybe in object storage):
+        # the log this batch's rows were made under, and the clock the poll after the write moves.
+        state = read_state(self.feed.control_dir)
         # Persisted: the bookkeeping rows and the user's write read one computation of the batch.
         frame = frame.persist()
         try:
             kept = frame.where(F.col("kind").isin(METRIC, ERROR)).select("kind", "rule_id", "record").collect()
-            self.write(self._keyed(frame.where(F.col("kind") != METRIC)), batch_id)
+            self.write(self._keyed(frame.where(F.col("kind") != METRIC), state.delivered), batch_id)
         finally:
             frame.unpersist()
         metrics = [row["record"] for row in kept if row["kind"] == METRIC]
         failed = sorted({row["rule_id"] for row in kept if row["kind"] == ERROR and row["rule_id"]})
-        self.feed.after_batch(metrics, failed, RuleSet.model_validate_json(self.rules_json))
+        self.feed.after_batch(metrics, failed, RuleSet.model_validate_json(self.rules_json), state)
 
-    def _keyed(self, frame: DataFrame) -> DataFrame:
+    def _keyed(self, frame: DataFrame, delivered: int) -> DataFrame:
         """``frame`` with the keys of complex events whose rule came from the store after the query was planned:
         the result rows are made with the key fields of the planned rules (a completion or inactivity rule's
         record holds its key fields at the top level, which the rule names), so theirs are filled here, from the
-        rules the query has been given up to this batch."""
+        rules the query has been given up to this batch (the log delivered as store seq ``delivered``)."""
         from pyspark.sql import functions as F
 
         from sparkcep.spark.detection import keyed_rows
 
-        added = _added_key_fields(self.feed.control_uri, read_state(self.feed.control_dir).delivered, self.rules_json)
+        added = _added_key_fields(self.feed.control_uri, delivered, self.rules_json)
         if not added:
             return frame
         rule_ids = sorted(json.loads(added))

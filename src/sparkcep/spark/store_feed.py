@@ -92,10 +92,12 @@ class StoreFeed:
         write_state(self.control_dir, FeedState(state.max_seen, log.seq))  # a new plan: nothing is waiting now
         return log
 
-    def after_batch(self, metric_records: list[str], failed_rules: list[str], running: RuleSet) -> FeedState:
+    def after_batch(
+        self, metric_records: list[str], failed_rules: list[str], running: RuleSet, state: FeedState
+    ) -> FeedState:
         """After the user's write of a micro-batch: move the clock, pause the rules that raised (as the command
-        line's quarantine does), deliver what changed in the store through the control stream."""
-        state = read_state(self.control_dir)
+        line's quarantine does), deliver what changed in the store through the control stream. ``state``: what
+        :func:`read_state` read before the write (nothing writes it in between); it is updated and written back."""
         metrics = BatchMetrics(-1)
         for record in metric_records:
             metrics.add(json.loads(record))
